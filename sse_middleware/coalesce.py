@@ -1,0 +1,210 @@
+"""Sans-I/O token coalescing: fewer, better-placed frames under a hard latency bound.
+
+One SSE frame per token makes clients re-render markdown hundreds of times a second and shows half
+words and half fences. Merging consecutive text deltas fixes that, but only if merging never costs the
+reader time, so the rules are, in order of precedence:
+
+* Leading edge: the first text of a stream, and the first after ``max_delay`` of silence (nothing
+  emitted or buffered), goes out at once, whole. Coalescing must never add to time-to-first-token.
+* Deadline: no character waits longer than ``max_delay``. Each buffered piece keeps its arrival time;
+  at :meth:`deadline` every overdue character goes out, and the cut is then *extended* to the best safe
+  cut point (see :func:`markdown.best_cut`) at or after them, so frames end on block, line, sentence or
+  word boundaries whenever the buffer offers one. The remainder's deadline is its own oldest arrival.
+* Size: at ``max_bytes`` (UTF-8, counted per piece) the best safe cut in the buffer's second half goes
+  out now, so memory stays bounded by ``max_bytes`` plus one piece.
+
+Graphemes beat the deadline only at the very end of the buffer: a cluster that cannot be complete yet (a
+trailing ZWJ, an unpaired flag letter, a CR before its LF) is held for at most one more ``max_delay``
+waiting for its continuation, then sent anyway. So the bound for those few characters is
+``2 * max_delay``; for every other character it is exactly ``max_delay``.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from .markdown import MarkdownState, best_cut, complete_end
+
+__all__ = ["Coalescer"]
+
+K = TypeVar("K")
+E = TypeVar("E")
+_MAX_STATES = 32  # markdown contexts kept per stream (one per merge key: content block, choice)
+
+
+def _utf8_len(text: str) -> int:
+    # surrogatepass: JSON may carry lone surrogates; we only count, the encoder decides what to send.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+class Coalescer(Generic[K, E]):
+    """Merge consecutive same-key text deltas into fewer frames. ``K`` is a hashable merge key, ``E`` the
+    caller's envelope (the event a piece of text is sent in). The clock is passed in, monotonic seconds.
+
+    Each returned piece is ``(envelope, text)``: the envelope of the event its first character came from.
+    """
+
+    __slots__ = (
+        "_bytes",
+        "_delay",
+        "_due",
+        "_grace",
+        "_key",
+        "_last",
+        "_max",
+        "_parts",
+        "_seen",
+        "_state",
+        "_states",
+    )
+
+    def __init__(self, max_delay: float, max_bytes: int) -> None:
+        if max_delay < 0 or max_bytes < 1:
+            raise ValueError("max_delay must be >= 0 and max_bytes >= 1")
+        self._delay = max_delay
+        self._max = max_bytes
+        # Buffered pieces: (text, arrival time, envelope, UTF-8 size). Joined only when emitting.
+        self._parts: list[tuple[str, float, E, int]] = []
+        self._bytes = 0
+        self._key: object = None
+        self._due = 0.0  # valid while _parts is non-empty
+        self._grace = False  # the head is an overdue incomplete grapheme, given one extra max_delay
+        self._last: float | None = None  # last time text was buffered or emitted (leading edge)
+        self._seen = 0.0  # latest clock reading, for flush(), which is not given one
+        self._states: dict[K, MarkdownState] = {}
+        self._state = MarkdownState()
+
+    def feed(self, key: K, envelope: E, text: str, now: float) -> list[tuple[E, str]]:
+        """One text delta of a mergeable event. Returns pieces (envelope, text) to send NOW, in order.
+        A key different from the buffered one flushes the buffer first (only consecutive same-key events
+        merge). An empty ``text`` is a no-op: there is nothing to merge or to delay."""
+        if not text:
+            return []
+        parts = self._parts
+        out: list[tuple[E, str]] = []
+        if parts:
+            if now < parts[-1][1]:
+                now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
+            if key != self._key:
+                out.append(self._take("".join([p[0] for p in parts]), -1, now))
+        self._seen = now
+        if not parts:
+            last = self._last
+            self._last = now
+            self._key = key
+            self._state = self._state_for(key)
+            if last is None or now - last >= self._delay:
+                self._state.advance(text)
+                out.append((envelope, text))
+                return out
+            self._due = now + self._delay
+            self._grace = False
+        elif self._grace:  # new text may complete the held grapheme: re-cut at once
+            self._grace = False
+            self._due = parts[0][1]
+        size = _utf8_len(text)
+        parts.append((text, now, envelope, size))
+        self._bytes += size
+        self._last = now
+        if now >= self._due:
+            self._cut(now, out)
+        if self._bytes >= self._max:
+            self._shrink(now, out)
+        return out
+
+    def deadline(self) -> float | None:
+        """Monotonic time when :meth:`tick` must be called; None when nothing is buffered."""
+        return self._due if self._parts else None
+
+    def tick(self, now: float) -> list[tuple[E, str]]:
+        """Called by the timer at/after :meth:`deadline`; emits at least every overdue character."""
+        self._seen = max(self._seen, now)
+        out: list[tuple[E, str]] = []
+        if self._parts and now >= self._due:
+            self._cut(now, out)
+        return out
+
+    def flush(self) -> list[tuple[E, str]]:
+        """Emit everything buffered, as one piece (before a non-mergeable event, at end, on error)."""
+        if not self._parts:
+            return []
+        return [self._take("".join([p[0] for p in self._parts]), -1, self._seen)]
+
+    def _cut(self, now: float, out: list[tuple[E, str]]) -> None:
+        """Deadline cut: everything overdue, extended to the best safe cut after it."""
+        d = self._delay
+        must = hard = 0
+        hard_open = True
+        for s, t, _, _ in self._parts:
+            if t + d > now:
+                break
+            must += len(s)
+            if hard_open and t + 2 * d <= now:
+                hard += len(s)
+            else:
+                hard_open = False
+        text = "".join([p[0] for p in self._parts])
+        st = self._state
+        cut = best_cut(text, st, must) or best_cut(text, st, must, respect_markers=False)
+        grace = False
+        if not cut:  # overdue characters end in an incomplete grapheme at the very end
+            end = complete_end(text, st)
+            if end >= must:
+                cut = end
+            elif hard > end:
+                cut = -1  # its grace is over too: the bound wins
+            else:
+                cut, grace = end, True
+        if cut:
+            out.append(self._take(text, cut, now))
+        if self._parts:
+            self._grace = grace
+            self._due = self._parts[0][1] + (2 * d if grace else d)
+
+    def _shrink(self, now: float, out: list[tuple[E, str]]) -> None:
+        """Size cut: keep at most half the buffer, cut at the best point; never leave it at max_bytes."""
+        while self._bytes >= self._max:
+            text = "".join([p[0] for p in self._parts])
+            n, st = len(text), self._state
+            cut = best_cut(text, st, n // 2) or best_cut(text, st) or complete_end(text, st) or -1
+            out.append(self._take(text, cut, now))
+        if self._parts:
+            self._grace = False
+            self._due = self._parts[0][1] + self._delay
+
+    def _take(self, text: str, cut: int, now: float) -> tuple[E, str]:
+        """Remove ``text[:cut]`` (all of it when ``cut`` is -1 or len) from the buffer and return it as a
+        piece, carrying the envelope of its first character's event."""
+        parts = self._parts
+        envelope = parts[0][2]
+        if cut < 0 or cut >= len(text):
+            piece = text
+            parts.clear()
+            self._bytes = 0
+        else:
+            piece = text[:cut]
+            i = acc = freed = 0
+            while acc + len(parts[i][0]) <= cut:
+                acc += len(parts[i][0])
+                freed += parts[i][3]
+                i += 1
+            if acc < cut:  # the cut falls inside part i: keep its tail with its own time and envelope
+                s, t, e, size = parts[i]
+                rest = s[cut - acc :]
+                rest_size = _utf8_len(rest)
+                freed += size - rest_size
+                parts[i] = (rest, t, e, rest_size)
+            del parts[:i]
+            self._bytes -= freed
+        self._state.advance(piece)
+        self._last = now
+        return envelope, piece
+
+    def _state_for(self, key: K) -> MarkdownState:
+        """The markdown context of ``key``'s text (blocks and choices render separately). Bounded LRU."""
+        states = self._states
+        state = states.pop(key, None) or MarkdownState()
+        states[key] = state
+        if len(states) > _MAX_STATES:
+            del states[next(iter(states))]
+        return state

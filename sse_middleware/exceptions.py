@@ -1,0 +1,24 @@
+"""The library's exceptions: one base, each carrying a machine-readable hint."""
+
+from __future__ import annotations
+
+
+class SSEMiddlewareError(Exception):
+    """Base of everything this library raises."""
+
+
+class ConfigError(SSEMiddlewareError, ValueError):
+    """A setting is invalid. Raised at start-up (or at response start for per-request overrides)."""
+
+
+class StreamError(SSEMiddlewareError):
+    """Raise this from an app on purpose: its message is safe to show and reaches the client verbatim.
+
+    Any other exception is sanitized (see ``error_detail``).
+    """
+
+    def __init__(self, message: str, *, type: str = "stream_error", code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type = type
+        self.code = code

@@ -1,0 +1,80 @@
+"""Which responses are streams, and the headers that keep proxies from holding them.
+
+Decided from ``http.response.start`` headers alone, so the start is never held back and a browser's
+``onopen`` fires at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+Headers = Sequence[tuple[bytes, bytes]]
+
+SSE: Final = "sse"
+BYTES: Final = "bytes"
+TEXT: Final = "text"
+
+_LINE_TYPES: Final = (b"application/x-ndjson", b"application/jsonl")
+_DROP: Final = frozenset((b"content-length", b"x-accel-buffering", b"cache-control", b"connection"))
+
+
+def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """``sse`` for text/event-stream; ``text`` / ``bytes`` for text/plain / NDJSON without a
+    Content-Length; None for everything else (passed through untouched)."""
+    content_type = b""
+    has_length = encoded = False
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"content-type":
+            content_type = value.split(b";", 1)[0].strip().lower()
+        elif lowered == b"content-length":
+            has_length = True
+        elif lowered == b"content-encoding":
+            encoded = value.strip().lower() not in (b"", b"identity")
+    if content_type == b"text/event-stream":
+        return BYTES if encoded else SSE  # compressed: anti-buffering only, never touch the bytes
+    if has_length:
+        return None
+    if content_type == b"text/plain":
+        return BYTES if encoded else TEXT
+    if content_type in _LINE_TYPES:
+        return BYTES
+    return None
+
+
+def stream_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+    """The app's headers with anti-buffering added. An app's Cache-Control is kept and gains no-transform.
+
+    ``Connection`` is never sent: it is forbidden in HTTP/2 and the server owns it in HTTP/1.1.
+    ``Content-Encoding`` is left alone: a stream the app compressed itself is its own business.
+    """
+    cache: list[bytes] = []
+    out: list[tuple[bytes, bytes]] = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in _DROP:
+            if lowered == b"cache-control":
+                cache.append(value)
+            continue
+        out.append((name, value))
+    if cache:
+        directives = b", ".join(cache)
+        if b"no-transform" not in directives.lower():
+            directives += b", no-transform"
+    else:
+        directives = b"no-cache, no-transform"
+    out.append((b"cache-control", directives))
+    out.append((b"x-accel-buffering", b"no"))
+    return out
+
+
+def has_request_body(headers: Headers) -> bool:
+    """Whether the request may carry a body still to be read (then the app owns ``receive``)."""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"transfer-encoding":
+            return True
+        if lowered == b"content-length":
+            return value.strip() not in (b"0", b"")
+    return False

@@ -1,0 +1,35 @@
+"""A response's phases and the only moves between them, as data in one place."""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from .exceptions import SSEMiddlewareError
+
+
+class Phase(enum.Enum):
+    WAITING = "waiting"  # no http.response.start yet
+    PASSING = "passing"  # not a stream: every message goes through untouched
+    STREAMING = "streaming"  # a stream the middleware looks after
+    ENDING = "ending"  # the middleware is ending it (error, stall, shutdown, disconnect, HEAD)
+    ENDED = "ended"  # the final body was sent, or the client is gone
+
+
+_MOVES: Final[dict[Phase, frozenset[Phase]]] = {
+    Phase.WAITING: frozenset({Phase.PASSING, Phase.STREAMING}),
+    Phase.PASSING: frozenset(),
+    Phase.STREAMING: frozenset({Phase.ENDING, Phase.ENDED}),
+    Phase.ENDING: frozenset({Phase.ENDED}),
+    Phase.ENDED: frozenset(),
+}
+
+
+class LifecycleError(SSEMiddlewareError):
+    """An illegal phase change: a bug in the middleware, never the app's fault."""
+
+
+def move(current: Phase, new: Phase) -> Phase:
+    if new not in _MOVES[current]:
+        raise LifecycleError(f"a stream cannot go from {current.value} to {new.value}")
+    return new

@@ -1,0 +1,256 @@
+"""Sans-I/O event-stream codec: an incremental WHATWG parser, an encoder, and an event framer.
+
+The parser follows the HTML Living Standard's "event stream interpretation": UTF-8 always (invalid bytes
+become U+FFFD), one leading BOM stripped, lines end at CRLF, LF or CR (a CR at a chunk's end may be half
+of a CRLF), ``:`` lines are comments, ``data`` lines join with LF, an ``id`` containing NUL is ignored,
+``retry`` counts only if all ASCII digits, and an event without its final blank line at EOF is discarded.
+
+Lines are split on the bytes CR and LF only: ``str.splitlines()`` would also split on U+2028 and friends,
+which are legal inside JSON data. Splitting bytes is UTF-8 safe because no multi-byte sequence contains
+an ASCII byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Final
+
+_LINE_END: Final = re.compile(rb"\r\n|\r|\n")
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """One dispatched event.
+
+    ``event`` is None for the default type ("message"). ``id`` is the id field given in this event's
+    own block (the spec's *last event id* persists across events; see :attr:`Parser.last_event_id`).
+    ``retry`` is the reconnection time given in this block, if any.
+    """
+
+    data: str = ""
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Comment:
+    """A comment line (``: text``), reported only by ``Parser(comments=True)``."""
+
+    text: str
+
+
+class Parser:
+    """Incremental event-stream parser: ``feed(bytes) -> events``, ``close() -> events`` at EOF."""
+
+    def __init__(self, *, comments: bool = False) -> None:
+        self._comments = comments
+        self._pending: list[bytes] = []  # the current partial line, in pieces (no quadratic joins)
+        self._skip_lf = False  # the previous chunk ended with CR: a leading LF completes that CRLF
+        self._start = True  # still looking for a leading BOM
+        self._data: list[str] = []
+        self._has_data = False
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+        self.last_event_id = ""
+        self.retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[Event | Comment]:
+        if self._start:
+            if not self._pending and len(chunk) < 3 and _BOM.startswith(chunk):
+                if chunk:
+                    self._pending.append(chunk)  # a BOM may arrive cut in pieces
+                return []
+            if self._pending:
+                chunk = b"".join(self._pending) + chunk
+                self._pending.clear()
+            if len(chunk) < 3 and _BOM.startswith(chunk):
+                self._pending.append(chunk)
+                return []
+            self._start = False
+            if chunk.startswith(_BOM):
+                chunk = chunk[3:]
+        if self._skip_lf and chunk:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+        if not chunk:
+            return []
+        parts = _LINE_END.split(chunk)
+        if len(parts) == 1:
+            self._pending.append(chunk)
+            return []
+        if self._pending:
+            self._pending.append(parts[0])
+            parts[0] = b"".join(self._pending)
+            self._pending.clear()
+        tail = parts.pop()
+        if tail:
+            self._pending.append(tail)
+        elif chunk[-1] == 0x0D:
+            self._skip_lf = True
+        out: list[Event | Comment] = []
+        for line in parts:
+            self._line(line, out)
+        return out
+
+    def close(self) -> list[Event | Comment]:
+        """End of stream: a partial line is processed, a partial event is discarded (per the spec)."""
+        out: list[Event | Comment] = []
+        if self._pending and not self._start:
+            self._line(b"".join(self._pending), out)
+        self._pending.clear()
+        self._reset_event()
+        return out
+
+    def _line(self, line: bytes, out: list[Event | Comment]) -> None:
+        if not line:
+            self._dispatch(out)
+            return
+        colon = line.find(b":")
+        if colon == 0:
+            if self._comments:
+                out.append(Comment(_value(line[1:]).decode("utf-8", "replace")))
+            return
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name, value = line[:colon], _value(line[colon + 1 :])
+        if name == b"data":
+            self._data.append(value.decode("utf-8", "replace"))
+            self._has_data = True
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = self.last_event_id = value.decode("utf-8", "replace")
+        elif name == b"retry":
+            if value and value.isdigit():  # bytes.isdigit is ASCII-only, as the spec requires
+                self._retry = self.retry = int(value)
+
+    def _dispatch(self, out: list[Event | Comment]) -> None:
+        if self._has_data:
+            out.append(Event("\n".join(self._data), self._event or None, self._id, self._retry))
+        self._reset_event()
+
+    def _reset_event(self) -> None:
+        self._data = []
+        self._has_data = False
+        self._event = self._id = None
+        self._retry = None
+
+
+def _value(raw: bytes) -> bytes:
+    return raw[1:] if raw[:1] == b" " else raw
+
+
+def parse(data: bytes) -> list[Event]:
+    """All events of a complete stream (comments dropped)."""
+    parser = Parser()
+    events = [e for e in parser.feed(data) if isinstance(e, Event)]
+    return events + [e for e in parser.close() if isinstance(e, Event)]
+
+
+def encode(event: Event) -> bytes:
+    """One event as bytes. Newlines in data (CR, LF or CRLF) become separate ``data`` lines."""
+    lines: list[str] = []
+    if event.event is not None:
+        _check_line("event", event.event)
+        lines.append(f"event: {event.event}")
+    if event.id is not None:
+        _check_line("id", event.id)
+        if "\x00" in event.id:
+            raise ValueError("an SSE id cannot contain NUL (clients ignore it)")
+        lines.append(f"id: {event.id}")
+    if event.retry is not None:
+        if event.retry < 0:
+            raise ValueError("retry must be >= 0")
+        lines.append(f"retry: {event.retry}")
+    lines.extend("data: " + part for part in re.split("\r\n|\r|\n", event.data))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def comment(text: str) -> bytes:
+    """A comment frame: ignored by every client, keeps proxies from timing the connection out."""
+    _check_line("comment", text)
+    return f": {text}\n\n".encode() if text else b":\n\n"
+
+
+def _check_line(what: str, value: str) -> None:
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"an SSE {what} cannot contain CR or LF: {value!r}")
+
+
+class Framer:
+    """Cuts a byte stream into whole raw events, without decoding, so whole events can be forwarded as-is.
+
+    ``feed(chunk)`` returns the bytes that end on an event boundary (a blank line) and keeps the rest.
+    The common case, one or more whole events per chunk with LF line ends, returns the chunk object
+    itself. ``pending`` says how many bytes of an unfinished event are held.
+    """
+
+    __slots__ = ("_held", "_held_len", "_prev")
+
+    def __init__(self) -> None:
+        self._held: list[bytes] = []
+        self._held_len = 0
+        self._prev = b"\n\n"  # the last two bytes seen: the stream starts at a boundary
+
+    @property
+    def pending(self) -> int:
+        return self._held_len
+
+    @property
+    def at_boundary(self) -> bool:
+        return not self._held_len
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not chunk:
+            return b""
+        if chunk.endswith(b"\n\n") and not self._held_len:
+            self._prev = b"\n\n"
+            return chunk
+        joined = b"".join((*self._held, chunk)) if self._held_len else chunk
+        cut = _last_boundary(joined, self._prev)
+        self._prev = (self._prev + chunk)[-2:]
+        if cut == len(joined):
+            self._held.clear()
+            self._held_len = 0
+            return joined
+        rest = joined[cut:]
+        self._held = [rest]
+        self._held_len = len(rest)
+        return joined[:cut]
+
+    def take(self) -> bytes:
+        """Hand over the held partial event (to forward it when it grew too large to hold)."""
+        held = b"".join(self._held)
+        self._held.clear()
+        self._held_len = 0
+        return held
+
+
+_BOUNDARY: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+
+
+def _last_boundary(data: bytes, before: bytes) -> int:
+    """Index just past the last blank line in ``data`` (0 if none). ``before`` is what preceded it.
+
+    A CR at the very end may be half of a CRLF; it still ends the line, so counting it is right.
+    """
+    if not data:
+        return 0
+    if b"\r" not in data and b"\r" not in before:  # the usual LF-only stream, at C speed
+        end = data.rfind(b"\n\n")
+        if end >= 0:
+            return end + 2
+        if data[:1] == b"\n" and before.endswith(b"\n"):
+            return 1
+        return 0
+    last = 0
+    for match in _BOUNDARY.finditer(before[-1:] + data):  # one byte of context, so subtract it
+        last = match.end() - 1
+    return last

@@ -1,0 +1,315 @@
+"""The per-response responder: the thin I/O shell around the sans-I/O :class:`~.pipeline.Pipeline`.
+
+The app runs in the task that called the middleware (so contextvars such as the current span behave as
+without us); the only child tasks are the timer, which serves every deadline (coalescing, heartbeat,
+stall, shutdown), and, once the request body is read, a listener for ``http.disconnect``. One lock
+guards the real ``send``. Bytes go out by awaiting the real ``send`` inside the app's ``send``: no
+queue, so back-pressure reaches the app.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import anyio
+import anyio.abc
+
+from . import errors, headers
+from .errors import ErrorInfo, logger
+from .lifecycle import Phase, move
+from .pipeline import Pipeline
+from .settings import SCOPE_KEY, StreamingSettings
+from .sse import comment
+
+if TYPE_CHECKING:
+    from .middleware import StreamingMiddleware
+    from .telemetry import StreamTelemetry
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+Message = dict[str, Any]
+_FINALIZE_SECONDS = 5.0  # a bound on every await in cleanup, so a stuck client cannot hold a worker
+_LIVE = (Phase.STREAMING, Phase.ENDING)
+
+
+class Responder:
+    """One HTTP response's state. Made per request by the middleware; never shared."""
+
+    def __init__(self, mw: StreamingMiddleware, scope: Message, receive: Any, send: Any) -> None:
+        self.mw = mw
+        self.scope = scope
+        self.settings: StreamingSettings = mw.settings
+        self._receive = receive
+        self._send = send
+        self.phase = Phase.WAITING
+        self.started_mono = time.monotonic()
+        self.started_ns = time.time_ns()
+        self.pipe: Pipeline | None = None
+        self.rec: StreamTelemetry | None = None
+        self.last_write = self.last_app = 0.0
+        self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
+        self.failure: Exception | None = None
+        self.disconnected = False
+        self.shutdown_at = math.inf
+        self._body_read = False
+        self._stash: list[Message] = []
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._wake = anyio.Event()
+        self._timer_target = math.inf
+        self._app_scope = anyio.CancelScope()
+        self._listen_scope = anyio.CancelScope()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- the host task -------------------------------------------------------------------------------
+
+    async def run(self, app: Any) -> None:
+        cancelled = False
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                with self._app_scope:
+                    try:
+                        await app(self.scope, self.receive, self.send)
+                    except Exception as exc:
+                        if self.phase not in _LIVE:
+                            raise
+                        self.failure = exc
+                tg.cancel_scope.cancel()  # the app is done: stop the timer and the listener
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
+        except BaseExceptionGroup as group:
+            _raise_collapsed(group)
+        finally:
+            if self.phase in _LIVE:
+                with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+                    await self._finish(cancelled)
+            self.mw.forget(self)
+
+    async def _finish(self, cancelled: bool) -> None:
+        """End a stream: flush what was merged, say why it ended, send the final body."""
+        assert self.pipe is not None
+        info = self.ending
+        if info is None and self.failure is not None:
+            error_id = self._error_id()
+            info = errors.describe(self.failure, detail=self.settings.error_detail, error_id=error_id)
+            logger.error("stream failed after the response started (error id %s)", error_id,
+                         exc_info=self.failure)
+        elif info is None and cancelled and not self.disconnected:
+            # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
+            info = errors.shutdown(self._error_id(), self.settings.shutdown_retry_ms)
+        out = self.pipe.flush() if info is not None else self.pipe.close()
+        complete = True
+        if info is not None:
+            frame = self.pipe.error_frame(info)
+            if frame is None:
+                complete = False  # no in-band channel: cut the response so it cannot look complete
+                logger.warning("%s stream ended without its last chunk (%s, error id %s)",
+                               self.pipe.kind, info.type, info.id)
+            else:
+                out.append(frame)
+        self.phase = Phase.ENDED
+        if not self.disconnected:
+            await self._write(b"".join(out), more=not complete, now=time.monotonic())
+        if self.rec is not None:
+            error_type = errors.error_type_name(self.failure) if self.failure else info and info.type
+            self.rec.end(time.monotonic(), error_type=error_type, exception=self.failure,
+                         client_disconnected=self.disconnected)
+
+    def _stop_children(self) -> None:
+        self._listen_scope.cancel()
+        self._wake.set()
+
+    def _error_id(self) -> str:
+        return errors.new_error_id(self.rec.trace_id if self.rec else None)
+
+    # -- receive: observe disconnects without taking the app's messages ---------------------------------
+
+    async def receive(self) -> Message:
+        if self._stash:
+            return self._stash.pop(0)
+        if self.disconnected:
+            return {"type": "http.disconnect"}
+        message: Message = await self._receive()
+        self._observe(message)
+        return message
+
+    def _observe(self, message: Message) -> None:
+        if message["type"] == "http.disconnect":
+            self._client_gone()
+        elif message["type"] == "http.request" and not message.get("more_body", False):
+            self._body_read = True
+
+    async def _listen(self) -> None:
+        with self._listen_scope:
+            while not self.disconnected:
+                message: Message = await self._receive()
+                self._observe(message)
+                if message["type"] != "http.disconnect":
+                    self._stash.append(message)  # the app's, should it ask: we only watch
+
+    def _client_gone(self) -> None:
+        if not self.disconnected:
+            self.disconnected = True
+            self._app_scope.cancel()
+            self._stop_children()
+
+    # -- send: what the app writes -------------------------------------------------------------------
+
+    async def send(self, message: Message) -> None:
+        if self.phase is Phase.PASSING:
+            await self._send(message)
+            return
+        kind = message["type"]
+        if kind == "http.response.body" and self.phase is Phase.STREAMING:
+            await self._body(message)
+        elif kind == "http.response.start" and self.phase is Phase.WAITING:
+            await self._start(message)
+        elif self.phase is Phase.STREAMING:
+            assert self.pipe is not None
+            await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
+            await self._raw_send(message)  # trailers and extensions go through, after our buffer
+        elif self.phase is Phase.WAITING:
+            await self._send(message)  # e.g. a body before the start: the server decides
+        # ENDING / ENDED: the middleware already ended the stream; late writes go nowhere.
+
+    async def _start(self, message: Message) -> None:
+        overrides = self.scope.get(SCOPE_KEY)
+        if overrides:
+            overrides = dict(overrides)
+            if not overrides.pop("enabled", True):
+                self.phase = move(self.phase, Phase.PASSING)
+                await self._send(message)
+                return
+            self.settings = self.settings.replace(overrides)
+        kind = headers.stream_kind(message.get("headers", ()))
+        if kind is None:
+            self.phase = move(self.phase, Phase.PASSING)
+            await self._send(message)
+            return
+        self.phase = move(self.phase, Phase.STREAMING)
+        if self.settings.telemetry:
+            self.rec = self.mw.telemetry.start(self.scope, start_mono=self.started_mono,
+                                               start_ns=self.started_ns)
+        self.pipe = Pipeline(kind, self.settings, self.rec)
+        self.mw.track(self)
+        await self._raw_send({**message, "headers": headers.stream_headers(message.get("headers", ()))})
+        self.last_write = self.last_app = time.monotonic()
+        if self.scope.get("method") == "HEAD":
+            self.phase = move(self.phase, Phase.ENDING)
+            self._app_scope.cancel()  # no body goes out: an endless generator must not run forever
+            return
+        assert self._tg is not None
+        self._tg.start_soon(self._timer)
+        if self._body_read or not headers.has_request_body(self.scope.get("headers", ())):
+            self._tg.start_soon(self._listen)
+
+    async def _body(self, message: Message) -> None:
+        assert self.pipe is not None
+        body: bytes = message.get("body", b"")
+        now = self.last_app = time.monotonic()
+        out = self.pipe.feed(body, now) if body else []
+        if not message.get("more_body", False):
+            out.extend(self.pipe.close())
+            self.phase = move(self.phase, Phase.ENDED)
+            self._stop_children()
+            await self._write(b"".join(out), more=False, now=now)
+            if self.rec is not None:
+                self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
+            return
+        if out:
+            await self._write(out[0] if len(out) == 1 else b"".join(out), more=True, now=now)
+        deadline = self.pipe.deadline()
+        if deadline is not None and deadline < self._timer_target:
+            self._wake.set()
+
+    async def _write(self, data: bytes, *, more: bool, now: float) -> None:
+        if not data and more:
+            return
+        await self._raw_send({"type": "http.response.body", "body": data, "more_body": more})
+        self.last_write = now
+        if self.rec is not None and data:
+            self.rec.frame(len(data))
+
+    async def _raw_send(self, message: Message) -> None:
+        if self.disconnected:
+            return
+        async with self._lock:
+            try:
+                await self._send(message)
+            except OSError:  # how ASGI >= 2.4 servers say the client is gone
+                self._client_gone()
+
+    # -- the timer: every deadline of the stream -------------------------------------------------------
+
+    def _next_deadline(self) -> float:
+        assert self.pipe is not None
+        s = self.settings
+        deadline = self.shutdown_at
+        due = self.pipe.deadline()
+        if due is not None:
+            deadline = min(deadline, due)
+        if s.heartbeat_interval > 0 and self.pipe.kind == headers.SSE:
+            deadline = min(deadline, self.last_write + s.heartbeat_interval)
+        if s.stall_timeout > 0:
+            deadline = min(deadline, self.last_app + s.stall_timeout)
+        return deadline
+
+    async def _timer(self) -> None:
+        while self.phase is Phase.STREAMING:
+            deadline = self._timer_target = self._next_deadline()
+            delay = deadline - time.monotonic()
+            if delay > 0:
+                with anyio.move_on_after(delay if delay != math.inf else None):
+                    await self._wake.wait()
+                if self._wake.is_set():
+                    self._wake = anyio.Event()
+                continue
+            await self._on_deadline(time.monotonic())
+
+    async def _on_deadline(self, now: float) -> None:
+        assert self.pipe is not None
+        s = self.settings
+        if now >= self.shutdown_at:
+            self._end(errors.shutdown(self._error_id(), s.shutdown_retry_ms))
+        elif s.stall_timeout > 0 and now >= self.last_app + s.stall_timeout:
+            self._end(errors.timeout(self._error_id(), s.stall_timeout))
+        elif (due := self.pipe.deadline()) is not None and now >= due:
+            await self._write(b"".join(self.pipe.tick(now)), more=True, now=now)
+        elif s.heartbeat_interval <= 0 or now < self.last_write + s.heartbeat_interval:
+            return
+        elif not self.pipe.at_boundary:
+            self.last_write = now  # inside a huge event on the wire: the next comment waits for its end
+        else:
+            await self._write(comment(s.heartbeat_comment), more=True, now=now)
+            if self.rec is not None:
+                self.rec.heartbeat()
+
+    def _end(self, info: ErrorInfo) -> None:
+        """End the stream from the middleware's side: the app is cancelled, the host sends ``info``."""
+        if self.phase is Phase.STREAMING:
+            self.ending = info
+            self.phase = move(self.phase, Phase.ENDING)
+            self._app_scope.cancel()
+
+    def drain(self, grace: float | None = None) -> None:
+        """The server is stopping: end this stream with a reconnect hint within the grace period."""
+        grace = self.settings.shutdown_grace if grace is None else grace
+        self.shutdown_at = min(self.shutdown_at, time.monotonic() + grace)
+        self._wake.set()
+
+
+def _raise_collapsed(group: BaseExceptionGroup[Any]) -> NoReturn:
+    """Re-raise a single-exception group as its exception, keeping its own cause and context."""
+    if len(group.exceptions) != 1:
+        raise group
+    exc = group.exceptions[0]
+    cause, context = exc.__cause__, exc.__context__
+    try:
+        raise exc
+    finally:
+        exc.__cause__, exc.__context__ = cause, context
