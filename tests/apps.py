@@ -95,6 +95,40 @@ async def chat_completions(request: Request) -> StreamingResponse:
     return await openai_endpoint(request)
 
 
+def responses_event(name: str, body: dict[str, object], seq: int) -> str:
+    payload = {"type": name, "sequence_number": seq, **body}
+    return f"event: {name}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+
+async def responses_stream(tokens: list[str], delay: float, fail_at: int) -> AsyncIterator[str]:
+    response = {"id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test", "status": "in_progress",
+                "output": [], "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    yield responses_event("response.created", {"response": response}, 0)
+    ids = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    for i, token in enumerate(tokens):
+        if i == fail_at:
+            raise RuntimeError("secret responses failure hunter2")
+        await anyio.sleep(delay)
+        yield responses_event("response.output_text.delta", {**ids, "delta": token, "logprobs": []}, i + 1)
+    done = {**response, "status": "completed", "usage": {"input_tokens": 3, "output_tokens": len(tokens),
+            "total_tokens": 3 + len(tokens), "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0}}}
+    yield responses_event("response.completed", {"response": done}, len(tokens) + 1)
+
+
+@api.post("/v1/responses")
+async def responses_endpoint(request: Request) -> StreamingResponse:
+    n = int(_num(request, "n", len(TOKENS)))
+    tokens = (TOKENS * (n // len(TOKENS) + 1))[:n]
+    gen = responses_stream(tokens, _num(request, "delay", 0.0), int(_num(request, "fail_at", -1)))
+    return StreamingResponse(gen, media_type=SSE)
+
+
+@api.get("/fail_before_start")
+async def fail_before_start() -> StreamingResponse:
+    raise RuntimeError("failed before the response started")
+
+
 @api.get("/sse")
 async def sse(request: Request) -> StreamingResponse:
     n, delay = int(_num(request, "n", 5)), _num(request, "delay", 0.0)
