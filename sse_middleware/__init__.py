@@ -1,6 +1,6 @@
 """Production-grade LLM token streams for any ASGI app, with one line:
 
-    app.add_middleware(StreamingMiddleware)
+app.add_middleware(StreamingMiddleware)
 """
 
 from .exceptions import ConfigError, SSEMiddlewareError, StreamError

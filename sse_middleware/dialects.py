@@ -108,8 +108,10 @@ class Dialect:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).replace("\u2028", "\\u2028").replace(
-        "\u2029", "\\u2029"
+    return (
+        json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
     )
 
 
@@ -150,7 +152,11 @@ class OpenAIChat(Dialect):
         if len(matches) != 1:
             return None
         match = matches[0]
-        return (obj.get("id"), choice.get("index")), (raw[: match.start(1)], raw[match.end(1) :]), delta["content"]
+        return (
+            (obj.get("id"), choice.get("index")),
+            (raw[: match.start(1)], raw[match.end(1) :]),
+            delta["content"],
+        )
 
     def content(self, raw: bytes) -> bool:
         if b'"content":"' in raw:
@@ -158,7 +164,7 @@ class OpenAIChat(Dialect):
         return b'"tool_calls"' in raw or b'"reasoning' in raw
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        name, data = _name_and_data(raw)
+        _, data = _name_and_data(raw)
         obj = _loads(data) if data[:1] == b"{" else None
         if not isinstance(obj, dict):
             return None
@@ -207,7 +213,7 @@ class OpenAIResponses(Dialect):
         return b".delta" in raw[:80]
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        name, data = _name_and_data(raw)
+        _, data = _name_and_data(raw)
         obj = _loads(data)
         response = obj.get("response") if isinstance(obj, dict) else None
         if not isinstance(response, dict):
@@ -222,12 +228,23 @@ class OpenAIResponses(Dialect):
         return out
 
     def wants_info(self, raw: bytes) -> bool:
-        return raw.startswith((b"event: response.created", b"event: response.completed",
-                               b"event: response.incomplete", b"event: response.failed"))
+        return raw.startswith(
+            (
+                b"event: response.created",
+                b"event: response.completed",
+                b"event: response.incomplete",
+                b"event: response.failed",
+            )
+        )
 
     def error_event(self, info: ErrorInfo) -> bytes:
-        body = {"type": "error", "code": info.code or info.type, "message": _with_id(info), "param": None,
-                "sequence_number": 0}
+        body = {
+            "type": "error",
+            "code": info.code or info.type,
+            "message": _with_id(info),
+            "param": None,
+            "sequence_number": 0,
+        }
         return _with_retry(info, encode(Event(_dumps(body), "error")))
 
 
@@ -240,8 +257,11 @@ class Anthropic(Dialect):
     merges = True
     _fields: Final = {"text_delta": _span_of(b"text"), "thinking_delta": _span_of(b"thinking")}
     _types: Final = {"text_delta": "text", "thinking_delta": "thinking"}
-    _errors: Final = {"internal_error": "api_error", "timeout": "timeout_error",
-                      "server_shutdown": "overloaded_error"}
+    _errors: Final = {
+        "internal_error": "api_error",
+        "timeout": "timeout_error",
+        "server_shutdown": "overloaded_error",
+    }
 
     def delta(self, raw: bytes) -> Delta | None:
         simple = _simple(raw)
@@ -252,8 +272,10 @@ class Anthropic(Dialect):
         if not isinstance(delta, dict) or len(delta) != 2:
             return None
         kind = delta.get("type")
-        field = self._types.get(kind) if isinstance(kind, str) else None
-        if field is None or not isinstance(delta.get(field), str):
+        if not isinstance(kind, str) or kind not in self._types:
+            return None
+        field = self._types[kind]
+        if not isinstance(delta.get(field), str):
             return None
         matches = list(self._fields[kind].finditer(raw))
         if len(matches) != 1:
@@ -265,7 +287,7 @@ class Anthropic(Dialect):
         return raw.startswith(b"event: content_block_delta")
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        name, data = _name_and_data(raw)
+        _, data = _name_and_data(raw)
         obj = _loads(data)
         if not isinstance(obj, dict):
             return None
@@ -340,7 +362,10 @@ class PlainText(Dialect):
 
 
 _BY_NAME: Final[dict[str, type[Dialect]]] = {
-    "sse": Dialect, "openai": OpenAIChat, "openai-responses": OpenAIResponses, "anthropic": Anthropic,
+    "sse": Dialect,
+    "openai": OpenAIChat,
+    "openai-responses": OpenAIResponses,
+    "anthropic": Anthropic,
     "text": Text,
 }
 _ANTHROPIC_EVENTS: Final = (b"message_start", b"content_block_start", b"content_block_delta", b"ping")

@@ -38,8 +38,9 @@ class StreamingMiddleware:
         self.settings = StreamingSettings.from_env() if settings is None else settings
         if not isinstance(self.settings, StreamingSettings):
             raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
-        self.telemetry = Telemetry(tracer_provider, meter_provider, slo_ttft=self.settings.slo_ttft,
-                                   slo_tpot=self.settings.slo_tpot)
+        self.telemetry = Telemetry(
+            tracer_provider, meter_provider, slo_ttft=self.settings.slo_ttft, slo_tpot=self.settings.slo_tpot
+        )
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
         self._watch = ShutdownWatch(self.begin_shutdown)
 

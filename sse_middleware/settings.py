@@ -107,8 +107,14 @@ def _check(s: StreamingSettings) -> None:
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{field} must be a finite number >= 0, got {value!r}")
 
-    for field in ("heartbeat_interval", "coalesce_max_delay", "stall_timeout", "shutdown_grace",
-                  "slo_ttft", "slo_tpot"):
+    for field in (
+        "heartbeat_interval",
+        "coalesce_max_delay",
+        "stall_timeout",
+        "shutdown_grace",
+        "slo_ttft",
+        "slo_tpot",
+    ):
         non_negative(field)
     for field in ("coalesce_max_bytes", "shutdown_retry_ms", "max_event_bytes"):
         value = getattr(s, field)

@@ -124,12 +124,10 @@ class Parser:
             self._has_data = True
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
-        elif name == b"id":
-            if b"\x00" not in value:
-                self._id = self.last_event_id = value.decode("utf-8", "replace")
-        elif name == b"retry":
-            if value and value.isdigit():  # bytes.isdigit is ASCII-only, as the spec requires
-                self._retry = self.retry = int(value)
+        elif name == b"id" and b"\x00" not in value:
+            self._id = self.last_event_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():  # bytes.isdigit: ASCII only, as the spec requires
+            self._retry = self.retry = int(value)
 
     def _dispatch(self, out: list[Event | Comment]) -> None:
         if self._has_data:

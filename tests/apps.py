@@ -17,8 +17,28 @@ from starlette.types import ASGIApp
 from sse_middleware import StreamError, StreamingMiddleware, opt_out, override
 
 SSE = "text/event-stream"
-TOKENS = ["Hello", ",", " wor", "ld", "!", " Here", " is", " some", " `code`", ":\n\n", "```py", "thon\n",
-          "print", "('hi')", "\n```", "\n\nDone", " é", "😀", " 你好", "."]
+TOKENS = [
+    "Hello",
+    ",",
+    " wor",
+    "ld",
+    "!",
+    " Here",
+    " is",
+    " some",
+    " `code`",
+    ":\n\n",
+    "```py",
+    "thon\n",
+    "print",
+    "('hi')",
+    "\n```",
+    "\n\nDone",
+    " é",
+    "😀",
+    " 你好",
+    ".",
+]
 MARKS = Path(os.environ.get("TEST_MARKS", "/tmp/sse-test-marks"))  # where generators say they finished
 
 api = FastAPI()
@@ -37,8 +57,13 @@ def openai_chunk(text: str | None, *, index: int = 0, finish: str | None = None,
     delta: dict[str, str] = {"role": "assistant", "content": ""} if role else {}
     if text is not None:
         delta["content"] = text
-    body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "test-model",
-            "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "test-model",
+        "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
 
@@ -57,8 +82,12 @@ async def openai_stream(tokens: list[str], delay: float, fail_at: int, secret: s
 async def openai_endpoint(request: Request) -> StreamingResponse:
     n = int(_num(request, "n", len(TOKENS)))
     tokens = (TOKENS * (n // len(TOKENS) + 1))[:n]
-    gen = openai_stream(tokens, _num(request, "delay", 0.0), int(_num(request, "fail_at", -1)),
-                        request.query_params.get("secret", "hunter2"))
+    gen = openai_stream(
+        tokens,
+        _num(request, "delay", 0.0),
+        int(_num(request, "fail_at", -1)),
+        request.query_params.get("secret", "hunter2"),
+    )
     return StreamingResponse(gen, media_type=SSE)
 
 
@@ -67,18 +96,33 @@ def anthropic_event(name: str, body: dict[str, object]) -> str:
 
 
 async def anthropic_stream(tokens: list[str], delay: float, fail_at: int) -> AsyncIterator[str]:
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 1}}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 7, "output_tokens": 1},
+    }
     yield anthropic_event("message_start", {"message": message})
     yield anthropic_event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
     for i, token in enumerate(tokens):
         if i == fail_at:
             raise RuntimeError("secret anthropic failure hunter2")
         await anyio.sleep(delay)
-        yield anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": token}})
+        yield anthropic_event(
+            "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": token}}
+        )
     yield anthropic_event("content_block_stop", {"index": 0})
-    yield anthropic_event("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                            "usage": {"output_tokens": len(tokens)}})
+    yield anthropic_event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": len(tokens)},
+        },
+    )
     yield anthropic_event("message_stop", {})
 
 
@@ -101,8 +145,17 @@ def responses_event(name: str, body: dict[str, object], seq: int) -> str:
 
 
 async def responses_stream(tokens: list[str], delay: float, fail_at: int) -> AsyncIterator[str]:
-    response = {"id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test", "status": "in_progress",
-                "output": [], "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-test",
+        "status": "in_progress",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
     yield responses_event("response.created", {"response": response}, 0)
     ids = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     for i, token in enumerate(tokens):
@@ -110,9 +163,17 @@ async def responses_stream(tokens: list[str], delay: float, fail_at: int) -> Asy
             raise RuntimeError("secret responses failure hunter2")
         await anyio.sleep(delay)
         yield responses_event("response.output_text.delta", {**ids, "delta": token, "logprobs": []}, i + 1)
-    done = {**response, "status": "completed", "usage": {"input_tokens": 3, "output_tokens": len(tokens),
-            "total_tokens": 3 + len(tokens), "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0}}}
+    done = {
+        **response,
+        "status": "completed",
+        "usage": {
+            "input_tokens": 3,
+            "output_tokens": len(tokens),
+            "total_tokens": 3 + len(tokens),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
     yield responses_event("response.completed", {"response": done}, len(tokens) + 1)
 
 
@@ -143,8 +204,13 @@ async def sse(request: Request) -> StreamingResponse:
             yield f"id: {i}\ndata: tick {i}\n\n"
             await anyio.sleep(delay)
 
-    return StreamingResponse(gen(), media_type=SSE, headers={"Cache-Control": request.query_params.get("cc", "")}
-                             if "cc" in request.query_params else None)
+    return StreamingResponse(
+        gen(),
+        media_type=SSE,
+        headers={"Cache-Control": request.query_params.get("cc", "")}
+        if "cc" in request.query_params
+        else None,
+    )
 
 
 @api.get("/plain")

@@ -37,8 +37,14 @@ class Timed:
         return b"".join(chunk for _, chunk in self.reads)
 
 
-def read_stream(url: str, *, method: str = "GET", timeout: float = 30.0, headers: dict[str, str] | None = None,
-                max_seconds: float | None = None) -> Timed:
+def read_stream(
+    url: str,
+    *,
+    method: str = "GET",
+    timeout: float = 30.0,
+    headers: dict[str, str] | None = None,
+    max_seconds: float | None = None,
+) -> Timed:
     """Read a whole stream with httpx, timing every read and every parsed event and comment."""
     out = Timed()
     parser = Parser(comments=True)

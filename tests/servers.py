@@ -65,11 +65,24 @@ def uvicorn(app: str, env: Mapping[str, str] | None = None, *extra: str) -> Iter
     """``uvicorn app`` in a subprocess; ``env`` adds variables (e.g. SSE_MIDDLEWARE_*, TEST_WRAP)."""
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="uvicorn-", suffix=".log")[1])
-    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-           "--app-dir", str(ROOT), "--no-access-log", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--app-dir",
+        str(ROOT),
+        "--no-access-log",
+        *extra,
+    ]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
+        )
     server = Server(proc, port, log)
     try:
         wait_for_port(port, proc)
@@ -126,8 +139,9 @@ def nginx(upstream: int, *, gzip: bool) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="nginx-") as tmp:
         conf = Path(tmp) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=tmp, port=port, upstream=upstream, gzip=GZIP if gzip else ""))
-        proc = subprocess.Popen([binary, "-p", tmp, "-c", str(conf)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [binary, "-p", tmp, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
         try:
             wait_for_port(port, proc)
             yield f"http://127.0.0.1:{port}"

@@ -37,8 +37,12 @@ def openai_pieces(server: Server) -> tuple[list[str], float]:
     pieces: list[str] = []
     start = time.monotonic()
     first = 0.0
-    for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[arg-type]
-                                                extra_query=QUERY):
+    for chunk in client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        stream=True,  # type: ignore[arg-type]
+        extra_query=QUERY,
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             first = first or time.monotonic() - start
             pieces.append(chunk.choices[0].delta.content)
@@ -50,8 +54,12 @@ def anthropic_pieces(server: Server) -> tuple[list[str], float]:
     pieces: list[str] = []
     start = time.monotonic()
     first = 0.0
-    with client.messages.stream(model="m", max_tokens=10, messages=MESSAGES,  # type: ignore[arg-type]
-                                extra_query=QUERY) as stream:
+    with client.messages.stream(
+        model="m",
+        max_tokens=10,
+        messages=MESSAGES,  # type: ignore[arg-type]
+        extra_query=QUERY,
+    ) as stream:
         for text in stream.text_stream:
             first = first or time.monotonic() - start
             pieces.append(text)
@@ -74,8 +82,12 @@ def test_first_token_goes_out_at_once(wrapped: Server) -> None:
     client = openai.OpenAI(base_url=wrapped.url + "/v1", api_key="test", max_retries=0)
     arrivals = []
     start = time.monotonic()
-    for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[arg-type]
-                                                extra_query={"n": 4, "delay": 0.3}):
+    for chunk in client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        stream=True,  # type: ignore[arg-type]
+        extra_query={"n": 4, "delay": 0.3},
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             arrivals.append(time.monotonic() - start)
     assert len(arrivals) == 4  # slow tokens are never merged

@@ -37,8 +37,12 @@ def openai_text(server: Server, **query: object) -> tuple[str, Exception | None]
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
     text = ""
     try:
-        for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[arg-type]
-                                                    extra_query=query):
+        for chunk in client.chat.completions.create(
+            model="m",
+            messages=MESSAGES,
+            stream=True,  # type: ignore[arg-type]
+            extra_query=query,
+        ):
             if chunk.choices and chunk.choices[0].delta.content:
                 text += chunk.choices[0].delta.content
     except Exception as exc:
@@ -50,8 +54,12 @@ def anthropic_text(server: Server, **query: object) -> tuple[str, Exception | No
     client = anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0)
     text = ""
     try:
-        with client.messages.stream(model="m", max_tokens=10, messages=MESSAGES,  # type: ignore[arg-type]
-                                    extra_query=query) as stream:
+        with client.messages.stream(
+            model="m",
+            max_tokens=10,
+            messages=MESSAGES,  # type: ignore[arg-type]
+            extra_query=query,
+        ) as stream:
             for piece in stream.text_stream:
                 text += piece
     except Exception as exc:
@@ -73,7 +81,9 @@ def responses_text(server: Server, **query: object) -> tuple[str, list[object], 
     return text, errors, None
 
 
-def test_openai_sdk_raises_api_error_with_the_text_before_it_complete(wrapped: Server, control: Server) -> None:
+def test_openai_sdk_raises_api_error_with_the_text_before_it_complete(
+    wrapped: Server, control: Server
+) -> None:
     text, exc = openai_text(wrapped, fail_at=FAIL_AT, delay=0.01)
     assert type(exc) is openai.APIError, exc  # not APIConnectionError (a subclass)
     assert text == BEFORE

@@ -49,6 +49,7 @@ def test_non_streams_pass_through_untouched(wrapped: Server, control: Server, pa
     with httpx.Client() as client:
         ours, theirs = client.get(wrapped.url + path), client.get(control.url + path)
     assert ours.content == theirs.content
+
     def same(r: httpx.Response) -> list[tuple[str, str]]:
         return sorted((k, v) for k, v in r.headers.multi_items() if k != "date")
 
@@ -66,7 +67,9 @@ def test_text_plain_stream_detected_and_opt_out_respected(wrapped: Server) -> No
 
 
 @pytest.mark.parametrize("path", ["/native?n=3", "/sse_starlette?n=3"])
-def test_peer_sse_responses_get_headers_and_events_unchanged(wrapped: Server, control: Server, path: str) -> None:
+def test_peer_sse_responses_get_headers_and_events_unchanged(
+    wrapped: Server, control: Server, path: str
+) -> None:
     ours, theirs = read_stream(wrapped.url + path), read_stream(control.url + path)
     assert ours.headers["x-accel-buffering"] == "no"
     assert [e.data for e in ours.events] == [e.data for e in theirs.events] != []

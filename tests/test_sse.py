@@ -108,8 +108,14 @@ events_st = st.builds(
 
 
 @settings(max_examples=300)
-@given(st.lists(events_st, max_size=6), st.lists(st.integers(0, 400), max_size=12), st.sampled_from(["\n", "\r\n", "\r"]))
-def test_same_events_under_any_chunking_and_line_ending(events: list[Event], cuts: list[int], eol: str) -> None:
+@given(
+    st.lists(events_st, max_size=6),
+    st.lists(st.integers(0, 400), max_size=12),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
+def test_same_events_under_any_chunking_and_line_ending(
+    events: list[Event], cuts: list[int], eol: str
+) -> None:
     stream = b"".join(encode(e) for e in events).replace(b"\n", eol.encode())
     parsed = [e for e in feed_all(stream, cuts) if isinstance(e, Event)]
     assert parsed == events
@@ -121,7 +127,11 @@ def test_parser_never_raises_and_chunking_never_matters(data: bytes, cuts: list[
 
 
 @settings(max_examples=300)
-@given(st.lists(events_st, max_size=6), st.lists(st.integers(0, 400), max_size=12), st.sampled_from(["\n", "\r\n", "\r"]))
+@given(
+    st.lists(events_st, max_size=6),
+    st.lists(st.integers(0, 400), max_size=12),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+)
 def test_framer_cuts_only_on_event_boundaries(events: list[Event], cuts: list[int], eol: str) -> None:
     stream = b"".join(encode(e) for e in events).replace(b"\n", eol.encode())
     framer = Framer()
