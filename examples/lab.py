@@ -1,0 +1,98 @@
+"""The sse_middleware lab: one answer, three ways, side by side on one clock.
+
+Run it (no API keys, no network; a simulated model answers)::
+
+    pip install -e '.[demo]'            # or: pip install sse_middleware fastapi uvicorn opentelemetry-sdk
+    python examples/lab.py [--port 8000]
+
+then open the address it prints. Pick a scenario and press Run: the same simulated model answers
+(a) buffered, as one JSON document at the end, (b) streamed raw, and (c) streamed through
+``StreamingMiddleware``. All three finish together; the difference is the wait you *feel*.
+
+Spans and metrics of the middleware's streams print to the console; set
+``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`` to send them over OTLP/HTTP instead. Any
+``SSE_MIDDLEWARE_*`` variable changes the middleware's settings (the lab sends a heartbeat after 1 s
+of silence unless ``SSE_MIDDLEWARE_HEARTBEAT_INTERVAL`` says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import lab_model
+import lab_telemetry
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from sse_middleware import StreamingMiddleware, StreamingSettings
+
+STATIC = Path(__file__).with_name("lab_static")
+
+
+def lab_settings() -> StreamingSettings:
+    """Settings from the environment, with a 1 s heartbeat so the tool-call silence shows pings."""
+    settings = StreamingSettings.from_env()
+    if "SSE_MIDDLEWARE_HEARTBEAT_INTERVAL" not in os.environ:
+        settings = settings.replace({"heartbeat_interval": 1.0})
+    return settings
+
+
+def build_app(settings: StreamingSettings | None = None, *, telemetry: bool = True) -> Starlette:
+    settings = settings or lab_settings()
+    model = lab_model.build_model_app()
+    providers = lab_telemetry.setup() if telemetry else (None, None)
+    wrapped = StreamingMiddleware(model, settings, tracer_provider=providers[0], meter_provider=providers[1])
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "lab.html", headers={"Cache-Control": "no-cache"})
+
+    async def config(request: Request) -> Response:
+        return JSONResponse({
+            "scenarios": [s.public() for s in lab_model.SCENARIOS.values()],
+            "settings": {
+                "heartbeat_interval": settings.heartbeat_interval,
+                "coalesce": settings.coalesce,
+                "coalesce_max_delay": settings.coalesce_max_delay,
+            },
+        })
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for provider in providers:  # flush the last spans and metrics
+            if provider is not None:
+                provider.shutdown()
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/api/config", config),
+            Mount("/static", StaticFiles(directory=STATIC)),
+            Mount("/raw", app=model),  # (a) buffered with "stream": false, (b) streamed, no middleware
+            Mount("/mw", app=wrapped),  # (c) the same app through StreamingMiddleware
+        ],
+        lifespan=lifespan,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The sse_middleware lab: one answer, three ways.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    app = build_app()
+    print(f"sse_middleware lab: http://{args.host}:{args.port}/", flush=True)
+    print(f"telemetry: {lab_telemetry.describe()}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, access_log=False, timeout_graceful_shutdown=3)
+
+
+if __name__ == "__main__":
+    main()
