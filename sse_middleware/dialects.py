@@ -182,7 +182,8 @@ class OpenAIChat(Dialect):
         return b'"finish_reason":"' in raw or b'"usage":{' in raw
 
     def error_event(self, info: ErrorInfo) -> bytes:
-        body = {"error": {"message": _with_id(info), "type": info.type, "param": None, "code": info.code}}
+        kind = "server_error" if info.type == "internal_error" else info.type  # OpenAI's word for a 5xx
+        body = {"error": {"message": _with_id(info), "type": kind, "param": None, "code": info.code}}
         return _with_retry(info, encode(Event(_dumps(body))))
 
 
