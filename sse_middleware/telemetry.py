@@ -1,13 +1,10 @@
 """One span and a few histograms per *stream*, through ``opentelemetry-api`` only.
 
-Why this shape: :meth:`StreamTelemetry.chunk` and :meth:`StreamTelemetry.frame` run once per token, so
-they only bump counters and append a float. Everything the SDK does (attributes, events, histogram
-records) happens once, in :meth:`StreamTelemetry.end`, after the last byte went out. With no SDK the
-API's no-op objects make all of it nearly free, so the shell needs no "is telemetry on?" branch.
-
-Names follow the OpenTelemetry GenAI semantic conventions, which are *Development* status. We keep our
-own constants rather than import the incubating ones (several were already renamed upstream): a rename
-is then a one-line change here, never an ImportError on a user's machine.
+``chunk()`` and ``frame()`` run once per token, so they only bump counters and append a float; all SDK
+work (attributes, events, histogram records) happens once, in ``end()``, after the last byte went out.
+Names follow the GenAI semantic conventions (*Development* status). We keep our own constants rather
+than import the incubating ones, several already renamed upstream: a rename is a one-line change here,
+never an ImportError on a user's machine.
 """
 
 from __future__ import annotations
@@ -15,12 +12,12 @@ from __future__ import annotations
 import math
 import random
 from array import array
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -64,38 +61,22 @@ FIRST_TOKEN_EVENT: Final = _NS + "first_token"  # our namespace: the conventions
 
 _FOLD_AT: Final = 4096  # gaps held raw per stream (32 KiB of doubles) before a long stream is folded
 _STEP: Final = 64  # a folded block keeps every 64th of its sorted gaps, each standing for 64
+_UPPER: Final = (*INTER_CHUNK_BUCKETS, math.inf)  # upper bounds (inclusive) of the histogram's buckets
 
 try:
     _VERSION = version("sse_middleware")
 except PackageNotFoundError:  # a source tree, not installed
     _VERSION = ""
 
-Headers = Sequence[tuple[bytes, bytes]]
-
-
-class _HeaderGetter(Getter[Headers]):
-    """Propagation fields straight from ASGI headers (lower-case bytes), with no dict per request."""
-
-    def get(self, carrier: Headers, key: str) -> list[str] | None:
-        name = key.lower().encode("latin-1")
-        return [v.decode("latin-1") for k, v in carrier if k == name] or None
-
-    def keys(self, carrier: Headers) -> list[str]:
-        return [k.decode("latin-1") for k, _ in carrier]
-
-
-_GETTER: Final = _HeaderGetter()
-
 
 class Telemetry:
     """Made once per middleware: the tracer and instruments, and :meth:`start` for each stream.
 
-    A provider of ``None`` means the global one. The API then hands out proxies that resolve whenever a
-    global provider is set, so ``opentelemetry-instrument`` (which sets it at start-up, perhaps after
-    this object exists) works, and nothing is looked up per stream.
+    A provider of ``None`` means the global one: the API hands out proxies that resolve whenever it is
+    set, so ``opentelemetry-instrument`` works even if it sets it after this object exists.
 
-    ``gap_sample_every``: the SDK's ``Histogram.record`` costs several microseconds, so one observation
-    per gap costs more than the whole hot path. N > 1 records every Nth gap from a random offset per
+    ``gap_sample_every``: the SDK's ``Histogram.record`` costs ~10 us, more than our whole hot path, so
+    one observation per gap dominates the cost. N > 1 records every Nth gap from a random offset per
     stream: the distribution stays unbiased, but the histogram's count is then ~1/N of the gaps.
     """
 
@@ -144,7 +125,10 @@ class Telemetry:
         kind = SpanKind.INTERNAL
         if not trace.get_current_span(ctx).get_span_context().is_valid:
             kind = SpanKind.SERVER
-            ctx = propagate.extract(scope.get("headers") or (), ctx, getter=_GETTER)
+            carrier: dict[str, list[str]] = {}  # repeated headers (tracestate, baggage) kept apart
+            for key, value in scope.get("headers") or ():
+                carrier.setdefault(key.decode("latin-1"), []).append(value.decode("latin-1"))
+            ctx = propagate.extract(carrier, ctx)
         span = self.tracer.start_span(f"stream {route}" if route else "stream", ctx, kind, attrs,
                                       start_time=start_ns)
         return StreamTelemetry(self, span, route, start_mono, start_ns)
@@ -154,9 +138,10 @@ class StreamTelemetry:
     """Observations of one stream: cheap while it runs, turned into a span and metrics once at the end."""
 
     __slots__ = (
-        "_bytes", "_chunks", "_digest", "_ended", "_finish", "_first", "_folded", "_frames", "_gap_max",
-        "_gaps", "_heartbeats", "_in_tokens", "_last", "_model", "_operation", "_out_tokens", "_phase",
-        "_provider", "_response_id", "_route", "_span", "_start_mono", "_start_ns", "_t", "trace_id",
+        "_bytes", "_chunks", "_digest", "_ended", "_finish", "_first", "_fold_n", "_fold_sum", "_folded",
+        "_frames", "_gap_max", "_gaps", "_heartbeats", "_in_tokens", "_last", "_model", "_operation",
+        "_out_tokens", "_phase", "_provider", "_response_id", "_route", "_span", "_start_mono", "_start_ns",
+        "_t", "trace_id",
     )
 
     def __init__(self, owner: Telemetry, span: Span, route: str | None, start_mono: float, start_ns: int):
@@ -170,9 +155,10 @@ class StreamTelemetry:
         self._last: float | None = None
         self._gaps = array("d")  # doubles, not float objects: 8 bytes a gap
         self._digest: list[float] = []
+        self._fold_n, self._fold_sum = array("q"), array("d")  # per bucket, once a stream has folded
         self._gap_max = 0.0
         every = owner.gap_sample_every
-        self._phase = random.randrange(every) if every > 1 else 0  # index of the next gap to record
+        self._phase = random.randrange(every) if every > 1 else 0  # index of the first gap to record
         self._operation = self._provider = self._model = self._response_id = ""
         self._finish: list[str] = []
         self._in_tokens: int | None = None
@@ -260,7 +246,7 @@ class StreamTelemetry:
                 t.tpot.record(tpot, m_attrs, ctx)
         d_attrs = m_attrs if error_type is None else {**m_attrs, ERROR_TYPE: error_type}
         t.duration.record(elapsed, d_attrs, ctx)
-        self._record_gaps(m_attrs)
+        self._record_gaps(m_attrs, ctx)
 
         # SLOs judge the wait the user *felt*, so a stream that failed or lost its client after the
         # TTFT objective had passed with nothing shown missed it too.
@@ -289,15 +275,12 @@ class StreamTelemetry:
             _NS + "heartbeats": self._heartbeats, _NS + "bytes_out": self._bytes,
             _NS + "client_disconnected": client_disconnected,
         }
-        attrs.update((k, v) for k, v in (
+        seen: tuple[tuple[str, AttributeValue | None], ...] = (
             (GEN_AI_OPERATION_NAME, self._operation), (GEN_AI_PROVIDER_NAME, self._provider),
-            (GEN_AI_RESPONSE_MODEL, self._model), (GEN_AI_RESPONSE_ID, self._response_id)) if v)
-        if self._finish:
-            attrs[GEN_AI_RESPONSE_FINISH_REASONS] = self._finish
-        if self._in_tokens is not None:
-            attrs[GEN_AI_USAGE_INPUT_TOKENS] = self._in_tokens
-        if self._out_tokens is not None:
-            attrs[GEN_AI_USAGE_OUTPUT_TOKENS] = self._out_tokens
+            (GEN_AI_RESPONSE_MODEL, self._model), (GEN_AI_RESPONSE_ID, self._response_id),
+            (GEN_AI_RESPONSE_FINISH_REASONS, self._finish), (GEN_AI_USAGE_INPUT_TOKENS, self._in_tokens),
+            (GEN_AI_USAGE_OUTPUT_TOKENS, self._out_tokens))
+        attrs.update((k, v) for k, v in seen if v is not None and v != "" and v != [])
         return attrs
 
     def _metric_attrs(self) -> dict[str, str]:
@@ -315,19 +298,30 @@ class StreamTelemetry:
         """A monotonic reading as epoch ns on the span's clock (anchored at request arrival)."""
         return self._start_ns + round((mono - self._start_mono) * 1e9)
 
-    def _record_gaps(self, attrs: dict[str, str]) -> None:
-        """Record the held gaps (every Nth, see ``gap_sample_every``); the phase carries across blocks."""
-        gaps, every, record = self._gaps, self._t.gap_sample_every, self._t.inter_chunk.record
-        ctx = trace.set_span_in_context(self._span)
-        for gap in gaps[self._phase :: every] if every > 1 else gaps:
+    def _record_gaps(self, attrs: dict[str, str], ctx: context.Context) -> None:
+        """One observation per gap (every Nth, see ``gap_sample_every``). A folded gap is recorded as
+        its bucket's mean: same bucket, same count and sum, which is all a histogram keeps anyway."""
+        every, record = self._t.gap_sample_every, self._t.inter_chunk.record
+        for gap in self._gaps[self._phase :: every]:
             record(gap, attrs, ctx)
-        self._phase = (self._phase - len(gaps)) % every
+        for n, total in zip(self._fold_n, self._fold_sum, strict=True):
+            for _ in range(n // every + (random.random() * every < n % every)):  # unbiased sampling
+                record(total / n, attrs, ctx)
 
     def _fold(self) -> None:
-        """Bound memory on very long streams: record this block of gaps now and keep only every
-        _STEP-th of its sorted values for the percentiles. Shorter streams (nearly all) stay exact."""
-        self._record_gaps(self._metric_attrs())
+        """Bound memory on very long streams, without a pause: fold this block of gaps into per-bucket
+        (count, sum), plus every _STEP-th sorted value for the percentiles. Recording it here instead
+        would stall the stream for ~4096 SDK calls. Shorter streams (nearly all) never fold."""
         block = sorted(self._gaps)
+        if not self._fold_n:
+            self._fold_n.extend([0] * len(_UPPER))
+            self._fold_sum.extend([0.0] * len(_UPPER))
+        lo = 0
+        for i, upper in enumerate(_UPPER):
+            hi = bisect_right(block, upper, lo)
+            self._fold_n[i] += hi - lo
+            self._fold_sum[i] += sum(block[lo:hi])
+            lo = hi
         self._digest.extend(block[_STEP // 2 :: _STEP])
         self._gap_max = max(self._gap_max, block[-1])
         self._folded += len(block)
