@@ -69,7 +69,9 @@ class Coalescer(Generic[K, E]):
         self._key: object = None
         self._due = 0.0  # valid while _parts is non-empty
         self._grace = False  # the head is an overdue incomplete grapheme, given one extra max_delay
-        self._last: float | None = None  # last time text was buffered or emitted (leading edge)
+        # Last time text was emitted (leading edge). Buffered text always goes out later than it came, so
+        # when the buffer is empty this is also the last time text was buffered.
+        self._last: float | None = None
         self._seen = 0.0  # latest clock reading, for flush(), which is not given one
         self._states: dict[K, MarkdownState] = {}
         self._state = MarkdownState()
@@ -89,11 +91,10 @@ class Coalescer(Generic[K, E]):
                 out.append(self._take("".join([p[0] for p in parts]), -1, now))
         self._seen = now
         if not parts:
-            last = self._last
-            self._last = now
             self._key = key
             self._state = self._state_for(key)
-            if last is None or now - last >= self._delay:
+            if self._last is None or now - self._last >= self._delay:
+                self._last = now
                 self._state.advance(text)
                 out.append((envelope, text))
                 return out
@@ -105,7 +106,6 @@ class Coalescer(Generic[K, E]):
         size = _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
-        self._last = now
         if now >= self._due:
             self._cut(now, out)
         if self._bytes >= self._max:

@@ -49,10 +49,13 @@ _PICT_LO = [lo for lo, _ in _PICT_RANGES]
 _MARKERS = "`~$|*_\\"  # inline/block markup whose half, shown alone, renders as a literal glyph
 _LINE_CAP = 256  # chars of an unfinished emitted line kept for classifying it (bounded memory)
 _CJK = "\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff"
-# Greedy ``.*`` makes re find the *rightmost* match in C, instead of a Python loop over the buffer.
-_SENTENCE = re.compile("(?s:.*)(?:[.!?][\"')\\]\u201d\u2019]*[ \t]|[\u3002\uff01\uff1f\uff61])")
-_SPACE = re.compile("(?s:.*)[ \t\u3000]")
-_CJK_EDGE = re.compile(f"(?s:.*)(?:[{_CJK}]|(?=[{_CJK}]))")
+# Cut points are searched right to left in C (str.rfind, or re over a reversed copy), never with a
+# Python loop per character. Wide (non-ASCII) needles are only tried when the text is not ASCII.
+_SENTENCE_ENDS = (". ", "! ", "? ")  # few needles: each costs an rfind (a quoted end still cuts at its space)
+_SENTENCE_WIDE = (*_SENTENCE_ENDS, "\u3002", "\uff01", "\uff1f")
+_SPACES, _SPACES_WIDE = (" ", "\t"), (" ", "\t", "\u3000")
+_CJK_REV = re.compile(f"[{_CJK}]")
+_RI_RUN = re.compile("[\U0001f1e6-\U0001f1ff]*")
 _HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 
 
@@ -91,10 +94,11 @@ def _gcb(ch: str) -> int:
 
 def _ri_run(text: str, j: int, state: MarkdownState | None) -> int:
     """Regional indicators ending at ``text[j]``, counted from the start of the run (even across emits)."""
-    k = j
-    while k >= 0 and _gcb(text[k]) == _RI:
-        k -= 1
-    return j - k + (state._ri_odd if k < 0 and state is not None else 0)
+    if not "\U0001f1e6" <= text[j] <= "\U0001f1ff":
+        return 0
+    m = _RI_RUN.match(text[j::-1])  # reversed copy: the run is measured in C, however long
+    k = m.end() if m else 0
+    return k + (state._ri_odd if k > j and state is not None else 0)
 
 
 def is_grapheme_boundary(text: str, i: int, state: MarkdownState | None = None) -> bool:
@@ -148,11 +152,8 @@ def complete_end(text: str, state: MarkdownState | None = None) -> int:
     if last < "\x7f":
         return n - 1 if last == "\r" else n
     c = _gcb(last)
-    if not (
-        c in (_ZWJ, _PREPEND, _L, _V)
-        or (c == _RI and _ri_run(text, n - 1, state) % 2)
-        or (c == _EXTEND and ord(last) in _LINKERS)
-    ):
+    pending = c in (_ZWJ, _PREPEND, _L) or (c == _EXTEND and ord(last) in _LINKERS)
+    if not (pending or (c == _RI and _ri_run(text, n - 1, state) % 2)):
         return n
     j = n - 1
     while j > 0 and not is_grapheme_boundary(text, j, state):
@@ -193,8 +194,16 @@ def _walk(
     block = newline = pos = 0
     for k in range(len(segs) - 1):
         seg = segs[k]
-        end, fence, math, table = _classify(head + seg if k == 0 else seg, fence, math, table)
+        line = head + seg if k == 0 else seg
         pos += len(seg) + 1
+        if fence and fence[0] not in line:
+            end = False  # fast path: a code line that cannot close the fence
+        elif not (fence or math) and line[:1] == "|":
+            end = table = True  # fast path: a table row
+        elif not (fence or math or table) and line[:1].isalpha():
+            end = False  # fast path: a prose line
+        else:
+            end, fence, math, table = _classify(line, fence, math, table)
         if pos >= lo:
             newline = pos
             if end:
@@ -216,17 +225,10 @@ class MarkdownState:
         self._line = ""
 
     @property
-    def fence(self) -> str:
-        """The open fence marker (e.g. ``"```"``), or ``""`` outside a fence."""
-        return self._fence
-
-    @property
-    def in_math(self) -> bool:
-        return self._math
-
-    @property
-    def in_table(self) -> bool:
-        return self._table
+    def block(self) -> tuple[str, bool, bool]:
+        """What the next line continues: (open fence marker such as ``"```"`` or ``""``, inside display
+        math, inside a table)."""
+        return self._fence, self._math, self._table
 
     def advance(self, text: str) -> None:
         """Record that ``text`` was sent to the client."""
@@ -279,14 +281,30 @@ def _hold_from(text: str, state: MarkdownState, line_start: int, fence: str, mat
     return i
 
 
-def _rightmost(pat: re.Pattern[str], text: str, lo: int, hi: int, state: MarkdownState, ahead: int) -> int:
-    """Rightmost cut in [lo, hi] ending a ``pat`` match (which may look ``ahead`` chars past ``hi``)
-    that is also a grapheme boundary, or 0."""
+def _after_needle(text: str, needles: tuple[str, ...], lo: int, hi: int, state: MarkdownState) -> int:
+    """Rightmost cut in [lo, hi] right after one of ``needles`` that is a grapheme boundary, or 0."""
     while hi >= lo:
-        m = pat.match(text, 0, hi + ahead)
-        if m is None or m.end() < lo:
+        p = 0
+        for s in needles:
+            i = text.rfind(s, max(lo - len(s), 0), hi)
+            if i >= 0 and i + len(s) > p:
+                p = i + len(s)
+        if not p or is_grapheme_boundary(text, p, state):
+            return p
+        hi = p - 1
+    return 0
+
+
+def _next_to_cjk(text: str, lo: int, hi: int, state: MarkdownState) -> int:
+    """Rightmost cut in [lo, hi] after a CJK character, or before one at ``hi`` (each is a word), or 0."""
+    while hi >= lo:
+        end = min(hi + 1, len(text))
+        m = _CJK_REV.search(text[lo - 1 : end][::-1])  # reversed: the first match is the rightmost
+        if m is None:
             return 0
-        p = min(m.end(), hi)
+        p = min(end - m.start(), hi)
+        if p < lo:
+            return 0
         if is_grapheme_boundary(text, p, state):
             return p
         hi = p - 1
@@ -316,10 +334,14 @@ def best_cut(text: str, state: MarkdownState, lo: int = 1, *, respect_markers: b
     hi = _hold_from(text, state, line_start, fence, math) if respect_markers else complete_end(text, state)
     if hi < lo:
         return 0
-    for pat, ahead in ((_SENTENCE, 0), (_SPACE, 0), (_CJK_EDGE, 1)):
-        p = _rightmost(pat, text, lo, hi, state, ahead)
-        if p:
-            return p
+    wide = not text.isascii()
+    p = (
+        _after_needle(text, _SENTENCE_WIDE if wide else _SENTENCE_ENDS, lo, hi, state)
+        or _after_needle(text, _SPACES_WIDE if wide else _SPACES, lo, hi, state)
+        or (wide and _next_to_cjk(text, lo, hi, state))
+    )
+    if p:
+        return p
     for p in range(hi, lo - 1, -1):
         if is_grapheme_boundary(text, p, state) and not (
             p < n and text[p] in _MARKERS and text[p - 1] in _MARKERS
