@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import headers
 from .coalesce import Coalescer
-from .dialects import Delta, Dialect, Envelope, PlainText, detect, named
+from .dialects import Delta, Dialect, PlainText
 from .errors import ErrorInfo
+from .providers import detect, named
 from .settings import StreamingSettings
 from .sse import Framer
+from .wire import Envelope
 
 if TYPE_CHECKING:
     from .telemetry import StreamTelemetry

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sse_middleware import dialects
+from sse_middleware import dialects, providers
 from sse_middleware.errors import ErrorInfo, shutdown
 from sse_middleware.sse import parse
 
@@ -31,17 +31,17 @@ def raw(text: str) -> bytes:
     ],
 )
 def test_detection_from_the_first_event(first: str, name: str) -> None:
-    found = dialects.detect(raw(first))
+    found = providers.detect(raw(first))
     assert found is not None and found.name == name
 
 
 def test_detection_waits_for_an_event_with_data() -> None:
-    assert dialects.detect(b": comment\n\n") is None
-    assert dialects.detect(b"retry: 100\n\n") is None
+    assert providers.detect(b": comment\n\n") is None
+    assert providers.detect(b"retry: 100\n\n") is None
 
 
 def test_openai_merges_only_content_only_deltas() -> None:
-    d = dialects.OpenAIChat()
+    d = providers.OpenAIChat()
     delta = d.delta(raw(openai_chunk("Hel")))
     assert delta is not None
     key, envelope, text = delta
@@ -60,7 +60,7 @@ def test_openai_merges_only_content_only_deltas() -> None:
 
 
 def test_spliced_frames_stay_compact_json_with_the_first_envelope() -> None:
-    d = dialects.OpenAIChat()
+    d = providers.OpenAIChat()
     first = d.delta(raw(openai_chunk("a")))
     assert first is not None
     merged = d.build(first[1], "a\nb\\c")
@@ -71,7 +71,7 @@ def test_spliced_frames_stay_compact_json_with_the_first_envelope() -> None:
 
 
 def test_anthropic_merges_text_and_thinking_by_index_and_type() -> None:
-    d = dialects.Anthropic()
+    d = providers.Anthropic()
     text = d.delta(
         raw(
             anthropic_event(
@@ -96,7 +96,7 @@ def test_anthropic_merges_text_and_thinking_by_index_and_type() -> None:
 
 
 def test_responses_merges_output_text_deltas_by_item() -> None:
-    d = dialects.OpenAIResponses()
+    d = providers.OpenAIResponses()
     ids = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     delta = d.delta(
         raw(responses_event("response.output_text.delta", {**ids, "delta": "Hi", "logprobs": []}, 3))
@@ -130,14 +130,14 @@ def test_plain_text_rejoins_utf8_across_chunks() -> None:
     [
         (dialects.Dialect(), lambda e, b: e.event == "error" and b["error"]["id"] == "abc123"),
         (
-            dialects.OpenAIChat(),
+            providers.OpenAIChat(),
             lambda e, b: e.event is None and set(b["error"]) == {"message", "type", "param", "code"},
         ),
         (
-            dialects.OpenAIResponses(),
+            providers.OpenAIResponses(),
             lambda e, b: e.event == "error" and b["type"] == "error" and "sequence_number" in b,
         ),
-        (dialects.Anthropic(), lambda e, b: e.event == "error" and b["error"]["type"] == "api_error"),
+        (providers.Anthropic(), lambda e, b: e.event == "error" and b["error"]["type"] == "api_error"),
     ],
     ids=["sse", "openai", "responses", "anthropic"],
 )

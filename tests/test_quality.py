@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sse_middleware"
 RUNTIME = {"starlette", "anyio", "opentelemetry"}
-SANS_IO = ("sse.py", "coalesce.py", "markdown.py", "dialects.py", "pipeline.py")
+SANS_IO = ("sse.py", "coalesce.py", "markdown.py", "dialects.py", "providers.py", "wire.py", "pipeline.py")
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
