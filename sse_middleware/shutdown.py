@@ -4,13 +4,19 @@ uvicorn (and most servers) wait for open responses before the lifespan shutdown,
 told, so an endless stream hangs a deploy: the lifespan event comes too late to help. What every server
 does first is receive SIGTERM or SIGINT. We *chain* the process's handler for those: ours schedules the
 drain on the event loop and then calls whatever handler was there before (the server's), so the server
-shuts down exactly as it would without us. Nothing of the server's is replaced or patched; when the
-server restores its original handlers on exit, ours goes with them.
+shuts down exactly as it would without us. Nothing of the server's is replaced or patched.
+
+The order matters, and is why we install lazily, when the first stream starts: uvicorn's
+``Server.capture_signals`` sets its handlers with ``signal.signal`` before it loads the app and restores
+the previous ones when it stops. A handler installed before that (at import) would simply be replaced;
+one installed while serving sits in front of uvicorn's and is removed with it. If the server restores its
+handlers and serves again (or another loop runs), the next stream finds our link gone and chains again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import threading
@@ -21,62 +27,81 @@ from typing import Any, Final
 
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
-def _scheduler() -> Callable[[Callable[[], None]], None] | None:
-    """A thread- and signal-safe way to run a callback on the current event loop."""
+Schedule = Callable[[Callable[[], None]], object]
+Handler = Callable[[int, FrameType | None], Any]
+
+
+def _current_loop() -> tuple[object, Schedule] | None:
+    """The running event loop (an identity) and a thread- and signal-safe way to run a callback on it."""
     try:
-        return asyncio.get_running_loop().call_soon_threadsafe
+        loop = asyncio.get_running_loop()
     except RuntimeError:
         pass
+    else:
+        return loop, loop.call_soon_threadsafe
     trio = sys.modules.get("trio")  # only if the app already runs on trio; never imported by us
     if trio is not None:
         try:
-            schedule: Callable[[Callable[[], None]], None] = trio.lowlevel.current_trio_token().run_sync_soon
-            return schedule
+            token = trio.lowlevel.current_trio_token()
         except RuntimeError:
-            pass
+            return None
+        schedule: Schedule = token.run_sync_soon
+        return token, schedule
     return None
 
 
 class ShutdownWatch:
-    """Per middleware instance: which streams are open, and whether the server is stopping."""
+    """Per middleware instance: whether the server is stopping, and our link in the signal chain."""
 
     def __init__(self, on_shutdown: Callable[[], None]) -> None:
         self._on_shutdown = on_shutdown
-        self._installed = False
         self.stopping = False
 
     def install(self) -> None:
-        """Chain our handler in front of the current one, once per signal. Main thread only."""
-        if self._installed or threading.current_thread() is not threading.main_thread():
+        """Chain our handler in front of the current one, unless our link for this loop is already in the
+        chain. Main thread only (Python runs signal handlers there, and only it may set them)."""
+        if threading.current_thread() is not threading.main_thread():
             return
-        schedule = _scheduler()
-        if schedule is None:
+        current = _current_loop()
+        if current is None:
             return
-        ref = weakref.WeakMethod(self._fire)
-        self._installed = True
+        loop, schedule = current
         for sig in _SIGNALS:
             previous = signal.getsignal(sig)
-            if callable(previous):  # default or ignored: no server manages this signal, leave it alone
-                signal.signal(sig, _chained(ref, schedule, previous))
+            # SIG_DFL / SIG_IGN / None: no server manages this signal; changing it would change behaviour.
+            if callable(previous) and not _linked(previous, self, loop):
+                signal.signal(sig, _Link(self, loop, schedule, previous))
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        """Runs on the event loop, once: end the open streams."""
         if not self.stopping:
             self.stopping = True
             self._on_shutdown()
 
 
-def _chained(
-    ref: weakref.WeakMethod[Callable[[], None]],
-    schedule: Callable[[Callable[[], None]], None],
-    previous: Callable[[int, FrameType | None], Any],
-) -> Callable[[int, FrameType | None], Any]:
-    def handler(signum: int, frame: FrameType | None) -> Any:
-        fire = ref()
-        if fire is not None:
-            try:
-                schedule(fire)
-            except RuntimeError:  # the loop is closed: nothing left to drain
-                pass
-        return previous(signum, frame)
+class _Link:
+    """Our handler: schedule the drain on the loop, then hand the signal to the previous handler."""
 
-    return handler
+    __slots__ = ("loop", "previous", "schedule", "watch")
+
+    def __init__(self, watch: ShutdownWatch, loop: object, schedule: Schedule, previous: Handler) -> None:
+        self.watch = weakref.ref(watch)  # a handler must not keep a middleware (and its app) alive
+        self.loop = loop
+        self.schedule = schedule
+        self.previous = previous
+
+    def __call__(self, signum: int, frame: FrameType | None) -> Any:
+        watch = self.watch()
+        if watch is not None:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nothing left to drain
+                self.schedule(watch.fire)
+        return self.previous(signum, frame)
+
+
+def _linked(handler: Any, watch: ShutdownWatch, loop: object) -> bool:
+    """Whether ``watch`` already has a link for ``loop`` in the chain that starts at ``handler``."""
+    while isinstance(handler, _Link):
+        if handler.watch() is watch and handler.loop is loop:
+            return True
+        handler = handler.previous
+    return False

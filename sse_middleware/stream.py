@@ -2,9 +2,13 @@
 
 The app runs in the task that called the middleware (so contextvars such as the current span behave as
 without us); the only child tasks are the timer, which serves every deadline (coalescing, heartbeat,
-stall, shutdown), and, once the request body is read, a listener for ``http.disconnect``. One lock
-guards the real ``send``. Bytes go out by awaiting the real ``send`` inside the app's ``send``: no
-queue, so back-pressure reaches the app.
+stall, shutdown) and is started only once there is a deadline to serve, and, once the request body is
+read, a listener for ``http.disconnect``. One lock guards the real ``send``. Bytes go out by awaiting
+the real ``send`` inside the app's ``send``: no queue, so back-pressure reaches the app.
+
+A client that leaves (``http.disconnect`` on ``receive``, or ``send`` raising ``OSError``) cancels the
+app's scope: its generator stops at its next await and its ``finally`` blocks run; nothing is logged as
+an error, because nothing went wrong on the server.
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from . import errors, headers
 from .errors import ErrorInfo, logger
-from .lifecycle import Phase, move
+from .lifecycle import Phase, is_disconnect, move, raise_collapsed
 from .pipeline import Pipeline
 from .settings import SCOPE_KEY, StreamingSettings
 from .sse import comment
@@ -59,7 +64,9 @@ class Responder:
         self._stash: list[Message] = []
         self._lock = anyio.Lock(fast_acquire=True)
         self._wake = anyio.Event()
-        self._timer_target = math.inf
+        self._timer_target = math.inf  # what the running timer sleeps until (inf: no timer, or none due)
+        self._timer_on = self._listening = False
+        self._late = 0  # writes after the end
         self._app_scope = anyio.CancelScope()
         self._listen_scope = anyio.CancelScope()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -78,17 +85,28 @@ class Responder:
                         if self.phase not in _LIVE:
                             raise
                         self.failure = exc
+                    except anyio.get_cancelled_exc_class():
+                        await self._cancelled_from_outside()
+                        raise
                 tg.cancel_scope.cancel()  # the app is done: stop the timer and the listener
         except anyio.get_cancelled_exc_class():
             cancelled = True
             raise
         except BaseExceptionGroup as group:
-            _raise_collapsed(group)
+            raise_collapsed(group)
         finally:
+            self._tg = None
             if self.phase in _LIVE:
                 with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
                     await self._finish(cancelled)
             self.mw.forget(self)
+
+    async def _cancelled_from_outside(self) -> None:
+        """The server stopped waiting (uvicorn's ``--timeout-graceful-shutdown``): send the reconnect event
+        now, not after unwinding: uvicorn re-raises SIGTERM (ending the process) a few loop turns later."""
+        if self.phase is Phase.STREAMING and not self._app_scope.cancel_called:
+            with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+                await self._finish(cancelled=True)
 
     async def _finish(self, cancelled: bool) -> None:
         """End a stream: flush what was merged, say why it ended, send the final body."""
@@ -97,8 +115,11 @@ class Responder:
         if info is None and self.failure is not None:
             error_id = self._error_id()
             info = errors.describe(self.failure, detail=self.settings.error_detail, error_id=error_id)
-            logger.error("stream failed after the response started (error id %s)", error_id,
-                         exc_info=self.failure)
+            if self.disconnected and is_disconnect(self.failure):
+                logger.debug("stream ended by the client leaving (error id %s)", error_id)
+            else:
+                logger.error("stream failed after the response started (error id %s)", error_id,
+                             exc_info=self.failure)
         elif info is None and cancelled and not self.disconnected:
             # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
             info = errors.shutdown(self._error_id(), self.settings.shutdown_retry_ms)
@@ -113,12 +134,19 @@ class Responder:
             else:
                 out.append(frame)
         self.phase = Phase.ENDED
-        if not self.disconnected:
-            await self._write(b"".join(out), more=not complete, now=time.monotonic())
+        error_type = errors.error_type_name(self.failure) if self.failure else info.type if info else None
+        await self._last_write(b"".join(out), complete=complete, error_type=error_type,
+                               exception=self.failure)
+
+    async def _last_write(self, data: bytes, *, complete: bool, **end: Any) -> None:
+        """The final body. Telemetry ends first: a tracing middleware around us ends its span when it sees
+        this message, and ours must end inside it (and end even if this write is cancelled)."""
         if self.rec is not None:
-            error_type = errors.error_type_name(self.failure) if self.failure else info and info.type
-            self.rec.end(time.monotonic(), error_type=error_type, exception=self.failure,
-                         client_disconnected=self.disconnected)
+            if data and not self.disconnected:
+                self.rec.frame(len(data))
+            self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
+        if not self.disconnected:
+            await self._raw_send({"type": "http.response.body", "body": data, "more_body": not complete})
 
     def _stop_children(self) -> None:
         self._listen_scope.cancel()
@@ -134,7 +162,12 @@ class Responder:
             return self._stash.pop(0)
         if self.disconnected:
             return {"type": "http.disconnect"}
-        message: Message = await self._receive()
+        try:
+            message: Message = await self._receive()
+        except anyio.get_cancelled_exc_class():
+            if self.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
+                await self._cancelled_from_outside()
+            raise
         self._observe(message)
         return message
 
@@ -143,6 +176,14 @@ class Responder:
             self._client_gone()
         elif message["type"] == "http.request" and not message.get("more_body", False):
             self._body_read = True
+            self._start_listening()  # an app that reads its body after the start
+
+    def _start_listening(self) -> None:
+        """Watch ``receive`` for a disconnect, once the app can no longer want a body message from it."""
+        if self._tg is not None and not self._listening and self.phase is Phase.STREAMING and (
+                self._body_read or not headers.has_request_body(self.scope.get("headers", ()))):
+            self._listening = True
+            self._tg.start_soon(self._listen)
 
     async def _listen(self) -> None:
         with self._listen_scope:
@@ -175,7 +216,8 @@ class Responder:
             await self._raw_send(message)  # trailers and extensions go through, after our buffer
         elif self.phase is Phase.WAITING:
             await self._send(message)  # e.g. a body before the start: the server decides
-        # ENDING / ENDED: the middleware already ended the stream; late writes go nowhere.
+        else:
+            await self._nowhere()  # ENDING / ENDED: the stream is over; late writes go nowhere
 
     async def _start(self, message: Message) -> None:
         overrides = self.scope.get(SCOPE_KEY)
@@ -200,13 +242,14 @@ class Responder:
         await self._raw_send({**message, "headers": headers.stream_headers(message.get("headers", ()))})
         self.last_write = self.last_app = time.monotonic()
         if self.scope.get("method") == "HEAD":
+            # No body goes out: cancel the app inside this send, before it starts its generator.
             self.phase = move(self.phase, Phase.ENDING)
-            self._app_scope.cancel()  # no body goes out: an endless generator must not run forever
+            self._app_scope.cancel()
+            await anyio.lowlevel.checkpoint()
             return
-        assert self._tg is not None
-        self._tg.start_soon(self._timer)
-        if self._body_read or not headers.has_request_body(self.scope.get("headers", ())):
-            self._tg.start_soon(self._listen)
+        if self._next_deadline() != math.inf:
+            self._arm()  # heartbeat or stall: no timer at all when neither is on
+        self._start_listening()
 
     async def _body(self, message: Message) -> None:
         assert self.pipe is not None
@@ -217,15 +260,13 @@ class Responder:
             out.extend(self.pipe.close())
             self.phase = move(self.phase, Phase.ENDED)
             self._stop_children()
-            await self._write(b"".join(out), more=False, now=now)
-            if self.rec is not None:
-                self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
+            await self._last_write(b"".join(out), complete=True)
             return
         if out:
             await self._write(out[0] if len(out) == 1 else b"".join(out), more=True, now=now)
         deadline = self.pipe.deadline()
         if deadline is not None and deadline < self._timer_target:
-            self._wake.set()
+            self._arm()
 
     async def _write(self, data: bytes, *, more: bool, now: float) -> None:
         if not data and more:
@@ -237,12 +278,21 @@ class Responder:
 
     async def _raw_send(self, message: Message) -> None:
         if self.disconnected:
+            await self._nowhere()
             return
         async with self._lock:
             try:
                 await self._send(message)
             except OSError:  # how ASGI >= 2.4 servers say the client is gone
                 self._client_gone()
+
+    async def _nowhere(self) -> None:
+        """A write after the end. The app's cancellation should land at its next await *inside* its
+        generator, so its ``finally`` runs now (here, it would wait at a ``yield`` for the GC); only an
+        app that awaits nothing but ``send`` gets it here, after a few writes, rather than spin forever."""
+        self._late += 1
+        if self._late % 16 == 0:
+            await anyio.lowlevel.checkpoint()
 
     # -- the timer: every deadline of the stream -------------------------------------------------------
 
@@ -259,8 +309,16 @@ class Responder:
             deadline = min(deadline, self.last_app + s.stall_timeout)
         return deadline
 
+    def _arm(self) -> None:
+        """Have the timer look at the deadlines again: wake it, or start it if there is none yet."""
+        if self._timer_on:
+            self._wake.set()
+        elif self._tg is not None and self.phase is Phase.STREAMING and not self.disconnected:
+            self._timer_on = True
+            self._tg.start_soon(self._timer)
+
     async def _timer(self) -> None:
-        while self.phase is Phase.STREAMING:
+        while self.phase is Phase.STREAMING and not self.disconnected:
             deadline = self._timer_target = self._next_deadline()
             delay = deadline - time.monotonic()
             if delay > 0:
@@ -300,16 +358,5 @@ class Responder:
         """The server is stopping: end this stream with a reconnect hint within the grace period."""
         grace = self.settings.shutdown_grace if grace is None else grace
         self.shutdown_at = min(self.shutdown_at, time.monotonic() + grace)
-        self._wake.set()
+        self._arm()
 
-
-def _raise_collapsed(group: BaseExceptionGroup[Any]) -> NoReturn:
-    """Re-raise a single-exception group as its exception, keeping its own cause and context."""
-    if len(group.exceptions) != 1:
-        raise group
-    exc = group.exceptions[0]
-    cause, context = exc.__cause__, exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__cause__, exc.__context__ = cause, context
