@@ -11,9 +11,12 @@ import dataclasses
 import logging
 import secrets
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .exceptions import StreamError
+
+if TYPE_CHECKING:
+    from .settings import StreamingSettings
 
 if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -81,6 +84,30 @@ def describe(exc: BaseException, *, detail: bool, error_id: str) -> ErrorInfo:
     if detail:
         message = f"{type(exc).__name__}: {exc}"
     return ErrorInfo(kind, message, error_id)
+
+
+# Beside OSError (uvicorn's ClientDisconnected is one): Starlette's ClientDisconnect, which Request.stream()
+# raises on http.disconnect and StreamingResponse raises for an OSError under ASGI >= 2.4. Matched by
+# name so that the check imports nothing.
+_DISCONNECT_NAMES: Final = frozenset({"ClientDisconnect"})
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether a failure only says that the client left: after a disconnect, nothing to log as an error."""
+    exc = root_cause(exc)
+    return isinstance(exc, OSError) or type(exc).__name__ in _DISCONNECT_NAMES
+
+
+def report(exc: BaseException, settings: StreamingSettings, error_id: str, client_gone: bool) -> ErrorInfo:
+    """Log a failure after the response started, once, and say what the client is told.
+
+    A failure that only means the client left is not an error on the server: debug, not a traceback.
+    """
+    if client_gone and is_disconnect(exc):
+        logger.debug("stream ended by the client leaving (error id %s)", error_id)
+    else:
+        logger.error("stream failed after the response started (error id %s)", error_id, exc_info=exc)
+    return describe(exc, detail=settings.error_detail, error_id=error_id)
 
 
 def timeout(error_id: str, seconds: float) -> ErrorInfo:

@@ -7,7 +7,6 @@ import enum
 import sys
 from typing import Any, Final, NoReturn
 
-from .errors import root_cause
 from .exceptions import SSEMiddlewareError
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -29,10 +28,6 @@ _MOVES: Final[dict[Phase, frozenset[Phase]]] = {
     Phase.ENDING: frozenset({Phase.ENDED}),
     Phase.ENDED: frozenset(),
 }
-# Beside OSError (uvicorn's ClientDisconnected is one): Starlette's ClientDisconnect, which Request.stream()
-# raises on http.disconnect and StreamingResponse raises for an OSError under ASGI >= 2.4. Matched by
-# name so that the check imports nothing.
-_DISCONNECT_NAMES: Final = frozenset({"ClientDisconnect"})
 
 
 class LifecycleError(SSEMiddlewareError):
@@ -43,12 +38,6 @@ def move(current: Phase, new: Phase) -> Phase:
     if new not in _MOVES[current]:
         raise LifecycleError(f"a stream cannot go from {current.value} to {new.value}")
     return new
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """Whether a failure only says that the client left: after a disconnect, nothing to log as an error."""
-    exc = root_cause(exc)
-    return isinstance(exc, OSError) or type(exc).__name__ in _DISCONNECT_NAMES
 
 
 def raise_collapsed(group: BaseExceptionGroup[Any]) -> NoReturn:

@@ -3,7 +3,10 @@ gets its own :class:`~.stream.Responder`."""
 
 from __future__ import annotations
 
+import math
+import time
 import weakref
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from .settings import StreamingSettings
@@ -15,7 +18,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-Scope = dict[str, Any]
+Scope = MutableMapping[str, Any]
 
 
 class StreamingMiddleware:
@@ -42,6 +45,7 @@ class StreamingMiddleware:
             tracer_provider, meter_provider, slo_ttft=self.settings.slo_ttft, slo_tpot=self.settings.slo_tpot
         )
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
+        self._drain_at = math.inf
         self._watch = ShutdownWatch(self.begin_shutdown)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -56,7 +60,10 @@ class StreamingMiddleware:
     def _lifespan_receive(self, receive: Any) -> Any:
         async def wrapped() -> dict[str, Any]:
             message: dict[str, Any] = await receive()
-            if message["type"] == "lifespan.shutdown":
+            if message["type"] == "lifespan.startup":
+                self._watch.stopping = False  # served again (tests, programmatic restarts): a fresh start
+                self._drain_at = math.inf
+            elif message["type"] == "lifespan.shutdown":
                 self.begin_shutdown()  # servers that send this early get the same drain
             return message
 
@@ -64,15 +71,18 @@ class StreamingMiddleware:
 
     def begin_shutdown(self, grace: float | None = None) -> None:
         """End every open stream within ``grace`` seconds (default ``shutdown_grace``) with a reconnect
-        hint. Called on SIGTERM/SIGINT; call it yourself under a server that stops another way."""
+        hint; streams that start later get what is left of it. Called on SIGTERM/SIGINT; call it
+        yourself under a server that stops another way."""
         self._watch.stopping = True
+        grace = self.settings.shutdown_grace if grace is None else grace
+        self._drain_at = min(self._drain_at, time.monotonic() + grace)
         for responder in list(self._open):
             responder.drain(grace)
 
     def track(self, responder: Responder) -> None:
         self._open.add(responder)
         if self._watch.stopping:
-            responder.drain()
+            responder.drain(max(0.0, self._drain_at - time.monotonic()))
         else:
             self._watch.install()
 

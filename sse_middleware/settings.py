@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
 from .exceptions import ConfigError
@@ -133,7 +133,18 @@ def _check(s: StreamingSettings) -> None:
         raise ConfigError("heartbeat_comment must be a single line of text")
 
 
-def override(scope: dict[str, Any], **changes: Any) -> None:
+def effective(settings: StreamingSettings, scope: Mapping[str, Any]) -> StreamingSettings | None:
+    """The settings for one response: the middleware's, with the request's overrides; None if opted out."""
+    overrides = scope.get(SCOPE_KEY)
+    if not overrides:
+        return settings
+    changes = dict(overrides)
+    if not changes.pop("enabled", True):
+        return None
+    return settings.replace(changes)
+
+
+def override(scope: MutableMapping[str, Any], **changes: Any) -> None:
     """Change settings for this one request (call from a route or dependency before responding).
 
     Changes are validated when the response starts, against the middleware's settings.
@@ -142,6 +153,6 @@ def override(scope: dict[str, Any], **changes: Any) -> None:
     store.update(changes)
 
 
-def opt_out(scope: dict[str, Any]) -> None:
+def opt_out(scope: MutableMapping[str, Any]) -> None:
     """Leave this request's response exactly as the app sends it."""
     scope.setdefault(SCOPE_KEY, {})["enabled"] = False

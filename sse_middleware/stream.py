@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,10 +24,12 @@ import anyio.abc
 import anyio.lowlevel
 
 from . import errors, headers
+from .deadlines import Clocks, Due, due, next_deadline
+from .disconnect import ClientWatch
 from .errors import ErrorInfo, logger
-from .lifecycle import Phase, is_disconnect, move, raise_collapsed
+from .lifecycle import Phase, move, raise_collapsed
 from .pipeline import Pipeline
-from .settings import SCOPE_KEY, StreamingSettings
+from .settings import StreamingSettings, effective
 from .sse import comment
 
 if TYPE_CHECKING:
@@ -44,31 +47,32 @@ _LIVE = (Phase.STREAMING, Phase.ENDING)
 class Responder:
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
-    def __init__(self, mw: StreamingMiddleware, scope: Message, receive: Any, send: Any) -> None:
+    def __init__(
+        self, mw: StreamingMiddleware, scope: MutableMapping[str, Any], receive: Any, send: Any
+    ) -> None:
         self.mw = mw
         self.scope = scope
         self.settings: StreamingSettings = mw.settings
-        self._receive = receive
         self._send = send
         self.phase = Phase.WAITING
         self.started_mono = time.monotonic()
         self.started_ns = time.time_ns()
         self.pipe: Pipeline | None = None
         self.rec: StreamTelemetry | None = None
-        self.last_write = self.last_app = 0.0
+        self.clocks = Clocks()
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
         self.failure: Exception | None = None
         self.disconnected = False
-        self.shutdown_at = math.inf
-        self._body_read = False
-        self._stash: list[Message] = []
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._watch = ClientWatch(receive, scope, self._client_gone)
+        # The lock around the real send, as a flag: uncontended (the app's own sends, nearly always) it
+        # costs nothing, where anyio.Lock costs microseconds per token even with fast_acquire.
+        self._sending = False
+        self._sent: anyio.Event | None = None  # set when a send ends, for a writer that found it busy
         self._wake = anyio.Event()
         self._timer_target = math.inf  # what the running timer sleeps until (inf: no timer, or none due)
-        self._timer_on = self._listening = False
+        self._timer_on = False
         self._late = 0  # writes after the end
         self._app_scope = anyio.CancelScope()
-        self._listen_scope = anyio.CancelScope()
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- the host task -------------------------------------------------------------------------------
@@ -113,13 +117,7 @@ class Responder:
         assert self.pipe is not None
         info = self.ending
         if info is None and self.failure is not None:
-            error_id = self._error_id()
-            info = errors.describe(self.failure, detail=self.settings.error_detail, error_id=error_id)
-            if self.disconnected and is_disconnect(self.failure):
-                logger.debug("stream ended by the client leaving (error id %s)", error_id)
-            else:
-                logger.error("stream failed after the response started (error id %s)", error_id,
-                             exc_info=self.failure)
+            info = errors.report(self.failure, self.settings, self._error_id(), self.disconnected)
         elif info is None and cancelled and not self.disconnected:
             # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
             info = errors.shutdown(self._error_id(), self.settings.shutdown_retry_ms)
@@ -129,14 +127,19 @@ class Responder:
             frame = self.pipe.error_frame(info)
             if frame is None:
                 complete = False  # no in-band channel: cut the response so it cannot look complete
-                logger.warning("%s stream ended without its last chunk (%s, error id %s)",
-                               self.pipe.kind, info.type, info.id)
+                logger.warning(
+                    "%s stream cut without its last chunk (%s, error id %s)",
+                    self.pipe.kind,
+                    info.type,
+                    info.id,
+                )
             else:
                 out.append(frame)
         self.phase = Phase.ENDED
         error_type = errors.error_type_name(self.failure) if self.failure else info.type if info else None
-        await self._last_write(b"".join(out), complete=complete, error_type=error_type,
-                               exception=self.failure)
+        await self._last_write(
+            b"".join(out), complete=complete, error_type=error_type, exception=self.failure
+        )
 
     async def _last_write(self, data: bytes, *, complete: bool, **end: Any) -> None:
         """The final body. Telemetry ends first: a tracing middleware around us ends its span when it sees
@@ -149,49 +152,28 @@ class Responder:
             await self._raw_send({"type": "http.response.body", "body": data, "more_body": not complete})
 
     def _stop_children(self) -> None:
-        self._listen_scope.cancel()
+        self._watch.stop()
         self._wake.set()
 
     def _error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
-    # -- receive: observe disconnects without taking the app's messages ---------------------------------
+    # -- receive: the app's, watched for a disconnect (see disconnect.py) ----------------------------
 
     async def receive(self) -> Message:
-        if self._stash:
-            return self._stash.pop(0)
-        if self.disconnected:
-            return {"type": "http.disconnect"}
         try:
-            message: Message = await self._receive()
+            message = await self._watch.receive()
         except anyio.get_cancelled_exc_class():
-            if self.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
+            if self.clocks.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
                 await self._cancelled_from_outside()
             raise
-        self._observe(message)
+        if message["type"] == "http.request":
+            self._start_listening()  # an app that reads its body after the start
         return message
 
-    def _observe(self, message: Message) -> None:
-        if message["type"] == "http.disconnect":
-            self._client_gone()
-        elif message["type"] == "http.request" and not message.get("more_body", False):
-            self._body_read = True
-            self._start_listening()  # an app that reads its body after the start
-
     def _start_listening(self) -> None:
-        """Watch ``receive`` for a disconnect, once the app can no longer want a body message from it."""
-        if self._tg is not None and not self._listening and self.phase is Phase.STREAMING and (
-                self._body_read or not headers.has_request_body(self.scope.get("headers", ()))):
-            self._listening = True
-            self._tg.start_soon(self._listen)
-
-    async def _listen(self) -> None:
-        with self._listen_scope:
-            while not self.disconnected:
-                message: Message = await self._receive()
-                self._observe(message)
-                if message["type"] != "http.disconnect":
-                    self._stash.append(message)  # the app's, should it ask: we only watch
+        if self._tg is not None and self.phase is Phase.STREAMING and self._watch.can_listen():
+            self._watch.listen(self._tg)
 
     def _client_gone(self) -> None:
         if not self.disconnected:
@@ -220,14 +202,12 @@ class Responder:
             await self._nowhere()  # ENDING / ENDED: the stream is over; late writes go nowhere
 
     async def _start(self, message: Message) -> None:
-        overrides = self.scope.get(SCOPE_KEY)
-        if overrides:
-            overrides = dict(overrides)
-            if not overrides.pop("enabled", True):
-                self.phase = move(self.phase, Phase.PASSING)
-                await self._send(message)
-                return
-            self.settings = self.settings.replace(overrides)
+        settings = effective(self.settings, self.scope)
+        if settings is None:  # opted out
+            self.phase = move(self.phase, Phase.PASSING)
+            await self._send(message)
+            return
+        self.settings = settings
         kind = headers.stream_kind(message.get("headers", ()))
         if kind is None:
             self.phase = move(self.phase, Phase.PASSING)
@@ -235,12 +215,13 @@ class Responder:
             return
         self.phase = move(self.phase, Phase.STREAMING)
         if self.settings.telemetry:
-            self.rec = self.mw.telemetry.start(self.scope, start_mono=self.started_mono,
-                                               start_ns=self.started_ns)
+            self.rec = self.mw.telemetry.start(
+                self.scope, start_mono=self.started_mono, start_ns=self.started_ns
+            )
         self.pipe = Pipeline(kind, self.settings, self.rec)
         self.mw.track(self)
         await self._raw_send({**message, "headers": headers.stream_headers(message.get("headers", ()))})
-        self.last_write = self.last_app = time.monotonic()
+        self.clocks.last_write = self.clocks.last_app = time.monotonic()
         if self.scope.get("method") == "HEAD":
             # No body goes out: cancel the app inside this send, before it starts its generator.
             self.phase = move(self.phase, Phase.ENDING)
@@ -254,7 +235,7 @@ class Responder:
     async def _body(self, message: Message) -> None:
         assert self.pipe is not None
         body: bytes = message.get("body", b"")
-        now = self.last_app = time.monotonic()
+        now = self.clocks.last_app = time.monotonic()
         out = self.pipe.feed(body, now) if body else []
         if not message.get("more_body", False):
             out.extend(self.pipe.close())
@@ -272,7 +253,7 @@ class Responder:
         if not data and more:
             return
         await self._raw_send({"type": "http.response.body", "body": data, "more_body": more})
-        self.last_write = now
+        self.clocks.last_write = now
         if self.rec is not None and data:
             self.rec.frame(len(data))
 
@@ -280,11 +261,20 @@ class Responder:
         if self.disconnected:
             await self._nowhere()
             return
-        async with self._lock:
-            try:
-                await self._send(message)
-            except OSError:  # how ASGI >= 2.4 servers say the client is gone
-                self._client_gone()
+        while self._sending:  # only the timer can find the app's send in progress, or the other way round
+            if self._sent is None:
+                self._sent = anyio.Event()
+            await self._sent.wait()
+        self._sending = True
+        try:
+            await self._send(message)
+        except OSError:  # how ASGI >= 2.4 servers say the client is gone
+            self._client_gone()
+        finally:
+            self._sending = False
+            if self._sent is not None:
+                self._sent.set()
+                self._sent = None
 
     async def _nowhere(self) -> None:
         """A write after the end. The app's cancellation should land at its next await *inside* its
@@ -298,16 +288,7 @@ class Responder:
 
     def _next_deadline(self) -> float:
         assert self.pipe is not None
-        s = self.settings
-        deadline = self.shutdown_at
-        due = self.pipe.deadline()
-        if due is not None:
-            deadline = min(deadline, due)
-        if s.heartbeat_interval > 0 and self.pipe.kind == headers.SSE:
-            deadline = min(deadline, self.last_write + s.heartbeat_interval)
-        if s.stall_timeout > 0:
-            deadline = min(deadline, self.last_app + s.stall_timeout)
-        return deadline
+        return next_deadline(self.settings, self.pipe, self.clocks)
 
     def _arm(self) -> None:
         """Have the timer look at the deadlines again: wake it, or start it if there is none yet."""
@@ -332,17 +313,18 @@ class Responder:
     async def _on_deadline(self, now: float) -> None:
         assert self.pipe is not None
         s = self.settings
-        if now >= self.shutdown_at:
+        what = due(s, self.pipe, self.clocks, now)
+        if what is Due.SHUTDOWN:
             self._end(errors.shutdown(self._error_id(), s.shutdown_retry_ms))
-        elif s.stall_timeout > 0 and now >= self.last_app + s.stall_timeout:
+        elif what is Due.STALL:
             self._end(errors.timeout(self._error_id(), s.stall_timeout))
-        elif (due := self.pipe.deadline()) is not None and now >= due:
+        elif what is Due.FLUSH:
             await self._write(b"".join(self.pipe.tick(now)), more=True, now=now)
-        elif s.heartbeat_interval <= 0 or now < self.last_write + s.heartbeat_interval:
-            return
-        elif not self.pipe.at_boundary:
-            self.last_write = now  # inside a huge event on the wire: the next comment waits for its end
-        else:
+        elif what is Due.POSTPONE:
+            self.clocks.last_write = (
+                now  # inside a huge event on the wire: the next comment waits for its end
+            )
+        elif what is Due.HEARTBEAT:
             await self._write(comment(s.heartbeat_comment), more=True, now=now)
             if self.rec is not None:
                 self.rec.heartbeat()
@@ -357,6 +339,5 @@ class Responder:
     def drain(self, grace: float | None = None) -> None:
         """The server is stopping: end this stream with a reconnect hint within the grace period."""
         grace = self.settings.shutdown_grace if grace is None else grace
-        self.shutdown_at = min(self.shutdown_at, time.monotonic() + grace)
+        self.clocks.shutdown_at = min(self.clocks.shutdown_at, time.monotonic() + grace)
         self._arm()
-

@@ -1,0 +1,71 @@
+"""Seeing a client leave, under both ASGI spec versions, without taking the app's messages.
+
+ASGI >= 2.4 servers raise ``OSError`` from ``send`` (the responder handles that); uvicorn declares 2.3,
+where a ``send`` to a gone client silently does nothing, so the only sign is ``http.disconnect`` on
+``receive``. Many apps never call ``receive`` once they stream, so we listen ourselves, but only once the
+app can no longer want a body message from it; anything else we read is kept for the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .headers import has_request_body
+
+Message = dict[str, Any]
+
+
+class ClientWatch:
+    def __init__(self, receive: Any, scope: MutableMapping[str, Any], on_gone: Callable[[], None]) -> None:
+        self._receive = receive
+        self._scope = scope
+        self._on_gone = on_gone
+        self._stash: list[Message] = []
+        self._body_read = False
+        self._listening = False
+        self._listen_scope = anyio.CancelScope()
+        self.gone = False
+
+    async def receive(self) -> Message:
+        """The app's ``receive``: what we kept for it first, then the server's messages, observed."""
+        if self._stash:
+            return self._stash.pop(0)
+        if self.gone:
+            return {"type": "http.disconnect"}
+        message: Message = await self._receive()
+        self._observe(message)
+        return message
+
+    def _observe(self, message: Message) -> None:
+        if message["type"] == "http.disconnect":
+            if not self.gone:
+                self.gone = True
+                self._listen_scope.cancel()
+                self._on_gone()
+        elif message["type"] == "http.request" and not message.get("more_body", False):
+            self._body_read = True
+
+    def can_listen(self) -> bool:
+        return not self._listening and (
+            self._body_read or not has_request_body(self._scope.get("headers", ()))
+        )
+
+    def listen(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start watching ``receive`` in ``tg`` (check :meth:`can_listen` first)."""
+        self._listening = True
+        tg.start_soon(self._listen)
+
+    async def _listen(self) -> None:
+        with self._listen_scope:
+            while not self.gone:
+                message: Message = await self._receive()
+                self._observe(message)
+                if message["type"] != "http.disconnect":
+                    self._stash.append(message)  # the app's, should it ask: we only watch
+
+    def stop(self) -> None:
+        self._listen_scope.cancel()
