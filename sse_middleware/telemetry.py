@@ -2,9 +2,8 @@
 
 ``chunk()`` and ``frame()`` run once per token, so they only bump counters and append a float; all SDK
 work (attributes, events, histogram records) happens once, in ``end()``, after the last byte went out.
-Names follow the GenAI semantic conventions (*Development* status). We keep our own constants rather
-than import the incubating ones, several already renamed upstream: a rename is a one-line change here,
-never an ImportError on a user's machine. How the gaps are kept and summarised is :mod:`.gaps`.
+Names follow the GenAI semantic conventions (:mod:`.semconv`); how the gaps are kept and summarised is
+:mod:`.gaps`.
 """
 
 from __future__ import annotations
@@ -12,52 +11,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from . import semconv as sc
 from .gaps import FOLD_AT as _FOLD_AT
 from .gaps import GapStats
-
-# GenAI attributes (open-telemetry/semantic-conventions-genai, docs/registry/attributes/gen-ai.md).
-GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
-GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
-GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
-GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
-GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
-GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
-GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-# Stable general attributes (local too: opentelemetry-semantic-conventions is no runtime dependency).
-ERROR_TYPE: Final = "error.type"
-HTTP_REQUEST_METHOD: Final = "http.request.method"
-HTTP_ROUTE: Final = "http.route"
-URL_PATH: Final = "url.path"
-
-# GenAI server metrics with the bucket boundaries the conventions say they SHOULD use
-# (semantic-conventions-genai, docs/gen-ai/gen-ai-metrics.md, "Generative AI model server metrics").
-METRIC_TTFT: Final = "gen_ai.server.time_to_first_token"
-METRIC_TPOT: Final = "gen_ai.server.time_per_output_token"
-METRIC_DURATION: Final = "gen_ai.server.request.duration"
-TTFT_BUCKETS: Final = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-)  # fmt: skip
-TPOT_BUCKETS: Final = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-DURATION_BUCKETS: Final = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-)  # fmt: skip
-# Ours. One observation per gap (vLLM style), so a p95 over gaps is real, not a mean of means. Buckets:
-# the TPOT ones plus vLLM's tail (its INTER_TOKEN_LATENCY_BUCKETS), since one gap can be a tool call.
-METRIC_INTER_CHUNK: Final = "sse_middleware.inter_chunk.duration"
-INTER_CHUNK_BUCKETS: Final = (*TPOT_BUCKETS, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-METRIC_SLO_VIOLATIONS: Final = "sse_middleware.slo.violations"
-SLO_KIND: Final = "kind"
-
-_NS: Final = "sse_middleware."
-FIRST_TOKEN_EVENT: Final = _NS + "first_token"  # our namespace: the conventions define no such event
 
 try:
     _VERSION = version("sse_middleware")
@@ -91,16 +53,16 @@ class Telemetry:
         def hist(name: str, description: str, buckets: Sequence[float]) -> metrics.Histogram:
             return meter.create_histogram(name, "s", description, explicit_bucket_boundaries_advisory=buckets)
 
-        self.ttft = hist(METRIC_TTFT, "Time to first content chunk, successful streams.", TTFT_BUCKETS)
+        self.ttft = hist(sc.METRIC_TTFT, "Time to first content chunk, successful streams.", sc.TTFT_BUCKETS)
         self.tpot = hist(
-            METRIC_TPOT, "Time per output token after the first, successful streams.", TPOT_BUCKETS
+            sc.METRIC_TPOT, "Time per output token after the first, successful streams.", sc.TPOT_BUCKETS
         )
-        self.duration = hist(METRIC_DURATION, "Request arrival to end of stream.", DURATION_BUCKETS)
+        self.duration = hist(sc.METRIC_DURATION, "Request arrival to end of stream.", sc.DURATION_BUCKETS)
         self.inter_chunk = hist(
-            METRIC_INTER_CHUNK, "Gaps between consecutive content chunks.", INTER_CHUNK_BUCKETS
+            sc.METRIC_INTER_CHUNK, "Gaps between consecutive content chunks.", sc.INTER_CHUNK_BUCKETS
         )
         self.slo_violations = meter.create_counter(
-            METRIC_SLO_VIOLATIONS, "{stream}", "Streams that missed a TTFT or TPOT objective."
+            sc.METRIC_SLO_VIOLATIONS, "{stream}", "Streams that missed a TTFT or TPOT objective."
         )
         self.slo_ttft, self.slo_tpot = slo_ttft, slo_tpot
         self.gap_sample_every = max(1, gap_sample_every)
@@ -123,12 +85,12 @@ class Telemetry:
         route = getattr(scope.get("route"), "path", None)
         route = route if isinstance(route, str) and route else None
         attrs: dict[str, AttributeValue] = {
-            HTTP_REQUEST_METHOD: scope.get("method", "GET"),
-            URL_PATH: scope.get("path", ""),
-            GEN_AI_REQUEST_STREAM: True,
+            sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
+            sc.URL_PATH: scope.get("path", ""),
+            sc.GEN_AI_REQUEST_STREAM: True,
         }
         if route:
-            attrs[HTTP_ROUTE] = route
+            attrs[sc.HTTP_ROUTE] = route
         ctx = context.get_current() if parent is None else parent
         kind = SpanKind.INTERNAL
         if not trace.get_current_span(ctx).get_span_context().is_valid:
@@ -181,7 +143,7 @@ class StreamTelemetry:
         self._chunks = self._frames = self._bytes = self._heartbeats = 0
         self._first: float | None = None
         self._last: float | None = None
-        self._gap_stats = GapStats(INTER_CHUNK_BUCKETS)
+        self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS)
         self._gaps = self._gap_stats.raw  # chunk() appends here: a method call would add ~15% to it
         every = owner.gap_sample_every
         self._phase = random.randrange(every) if every > 1 else 0  # index of the first gap to record
@@ -262,27 +224,27 @@ class StreamTelemetry:
         attrs = self._span_attrs(m_attrs, client_disconnected)
         n_gaps = len(self._gap_stats)
         tokens = self._out_tokens if self._out_tokens is not None else n_gaps + (first is not None)
-        attrs[_NS + "token_count_source"] = "usage" if self._out_tokens is not None else "chunks"
+        attrs[sc._NS + "token_count_source"] = "usage" if self._out_tokens is not None else "chunks"
         ttft = tpot = p95 = None
         if n_gaps:
             p50, p95, gap_max = self._gap_stats.summary()
             attrs |= {
-                _NS + "inter_chunk.p50": p50,
-                _NS + "inter_chunk.p95": p95,
-                _NS + "inter_chunk.max": gap_max,
+                sc._NS + "inter_chunk.p50": p50,
+                sc._NS + "inter_chunk.p95": p95,
+                sc._NS + "inter_chunk.max": gap_max,
             }
         if first is not None and last is not None:
-            ttft = attrs[GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - self._start_mono
-            span.add_event(FIRST_TOKEN_EVENT, timestamp=self._ns(first))
+            ttft = attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - self._start_mono
+            span.add_event(sc.FIRST_TOKEN_EVENT, timestamp=self._ns(first))
             if n_gaps and tokens > 1:
-                tpot = attrs[_NS + "time_per_output_token"] = (last - first) / (tokens - 1)
+                tpot = attrs[sc._NS + "time_per_output_token"] = (last - first) / (tokens - 1)
 
         if error_type is None:
             if ttft is not None:
                 t.ttft.record(ttft, m_attrs, ctx)
             if tpot is not None:
                 t.tpot.record(tpot, m_attrs, ctx)
-        d_attrs = m_attrs if error_type is None else {**m_attrs, ERROR_TYPE: error_type}
+        d_attrs = m_attrs if error_type is None else {**m_attrs, sc.ERROR_TYPE: error_type}
         t.duration.record(elapsed, d_attrs, ctx)
         # One observation per gap, or every Nth from a random phase (see ``gap_sample_every``).
         record = t.inter_chunk.record
@@ -303,7 +265,7 @@ class StreamTelemetry:
             span.update_name(f"{self._operation} {self._model}".rstrip())
         end_ns = self._ns(now)
         if error_type is not None:
-            attrs[ERROR_TYPE] = error_type
+            attrs[sc.ERROR_TYPE] = error_type
             span.set_status(Status(StatusCode.ERROR, error_type))
             if exception is not None:
                 span.record_exception(exception, timestamp=end_ns)
@@ -314,18 +276,18 @@ class StreamTelemetry:
         """The metric attributes (http.route is already on the span, with the same value), plus the
         high-cardinality facts and this stream's counters."""
         attrs: dict[str, AttributeValue] = {
-            _NS + "chunks_in": self._chunks,
-            _NS + "frames_out": self._frames,
-            _NS + "heartbeats": self._heartbeats,
-            _NS + "bytes_out": self._bytes,
-            _NS + "client_disconnected": client_disconnected,
+            sc._NS + "chunks_in": self._chunks,
+            sc._NS + "frames_out": self._frames,
+            sc._NS + "heartbeats": self._heartbeats,
+            sc._NS + "bytes_out": self._bytes,
+            sc._NS + "client_disconnected": client_disconnected,
             **m_attrs,
         }
         seen: tuple[tuple[str, AttributeValue | None], ...] = (
-            (GEN_AI_RESPONSE_ID, self._response_id),
-            (GEN_AI_RESPONSE_FINISH_REASONS, self._finish),
-            (GEN_AI_USAGE_INPUT_TOKENS, self._in_tokens),
-            (GEN_AI_USAGE_OUTPUT_TOKENS, self._out_tokens),
+            (sc.GEN_AI_RESPONSE_ID, self._response_id),
+            (sc.GEN_AI_RESPONSE_FINISH_REASONS, self._finish),
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, self._in_tokens),
+            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, self._out_tokens),
         )
         attrs.update((k, v) for k, v in seen if v is not None and v != "" and v != [])
         return attrs
@@ -335,18 +297,18 @@ class StreamTelemetry:
         return {
             k: v
             for k, v in (
-                (GEN_AI_OPERATION_NAME, self._operation),
-                (GEN_AI_PROVIDER_NAME, self._provider),
-                (GEN_AI_RESPONSE_MODEL, self._model),
-                (HTTP_ROUTE, self._route),
+                (sc.GEN_AI_OPERATION_NAME, self._operation),
+                (sc.GEN_AI_PROVIDER_NAME, self._provider),
+                (sc.GEN_AI_RESPONSE_MODEL, self._model),
+                (sc.HTTP_ROUTE, self._route),
             )
             if v
         }
 
     def _slo(self, attrs: dict[str, AttributeValue], m_attrs: dict[str, str], kind: str, met: bool) -> None:
-        attrs[f"{_NS}slo.{kind}_met"] = met
+        attrs[f"{sc._NS}slo.{kind}_met"] = met
         if not met:
-            self._t.slo_violations.add(1, {**m_attrs, SLO_KIND: kind})
+            self._t.slo_violations.add(1, {**m_attrs, sc.SLO_KIND: kind})
 
     def _ns(self, mono: float) -> int:
         """A monotonic reading as epoch ns on the span's clock (anchored at request arrival)."""
