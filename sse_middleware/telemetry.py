@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -25,6 +25,12 @@ try:
     _VERSION = version("sse_middleware")
 except PackageNotFoundError:  # a source tree, not installed
     _VERSION = ""
+
+
+# The API's stand-ins when no SDK is installed (the proxies until a global provider is set).
+_UNSET: Final = frozenset(
+    {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
+)
 
 
 class Telemetry:
@@ -66,6 +72,15 @@ class Telemetry:
         )
         self.slo_ttft, self.slo_tpot = slo_ttft, slo_tpot
         self.gap_sample_every = max(1, gap_sample_every)
+        self._providers = (tracer_provider, meter_provider)
+
+    def _configured(self) -> bool:
+        """Whether anything would receive a span or a measurement. Asked per stream, not once: a global
+        provider may be set after this object exists (opentelemetry-instrument, tests)."""
+        tracer_provider, meter_provider = self._providers
+        tp = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
+        mp = metrics.get_meter_provider() if meter_provider is None else meter_provider
+        return type(tp).__name__ not in _UNSET or type(mp).__name__ not in _UNSET
 
     def start(
         self,
@@ -74,14 +89,17 @@ class Telemetry:
         start_mono: float,
         start_ns: int,
         parent: context.Context | None = None,
-    ) -> StreamTelemetry:
-        """Open the stream's span, dated from request arrival (``start_ns``).
+    ) -> StreamTelemetry | None:
+        """Open the stream's span, dated from request arrival (``start_ns``); None when OpenTelemetry is
+        not set up at all (no SDK behind either provider), so an app without it pays nothing per token.
 
         A child (INTERNAL) of the span current in ``parent`` (default: the calling context), e.g. the
         one opentelemetry-instrumentation-asgi opened outside us; else we *are* the server span and
         continue the W3C context in the request headers. Pass ``parent`` (captured at request arrival)
         if the app may make its own span current before it starts the response.
         """
+        if not self._configured():
+            return None
         route = getattr(scope.get("route"), "path", None)
         route = route if isinstance(route, str) and route else None
         attrs: dict[str, AttributeValue] = {

@@ -47,11 +47,54 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 # not imported from the module, so a wrong constant there fails here.
 SPEC_BUCKETS = {
     "gen_ai.server.time_to_first_token": [
-        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0],
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+    ],
     "gen_ai.server.time_per_output_token": [
-        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
+        0.01,
+        0.025,
+        0.05,
+        0.075,
+        0.1,
+        0.15,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+    ],
     "gen_ai.server.request.duration": [
-        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92],
+        0.01,
+        0.02,
+        0.04,
+        0.08,
+        0.16,
+        0.32,
+        0.64,
+        1.28,
+        2.56,
+        5.12,
+        10.24,
+        20.48,
+        40.96,
+        81.92,
+    ],
 }
 
 
@@ -71,8 +114,14 @@ class Otel(SimpleNamespace):
         data = self.reader.get_metrics_data()
         if data is None:
             return []
-        return [p for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-                if m.name == name for p in m.data.data_points]
+        return [
+            p
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == name
+            for p in m.data.data_points
+        ]
 
 
 @pytest.fixture
@@ -147,19 +196,31 @@ def test_server_span_with_request_attributes_and_trace_id(otel: Otel) -> None:
     assert span.kind is SpanKind.SERVER and span.parent is None
     assert span.name == "chat claude-x"
     assert stream.trace_id == format(span.context.trace_id, "032x")
-    assert dict(span.attributes or {}).items() >= {
-        "http.request.method": "POST", "url.path": "/v1/chat/completions", "http.route": "/v1/chat/{model}",
-        "gen_ai.request.stream": True, "gen_ai.provider.name": "anthropic", "gen_ai.operation.name": "chat",
-        "gen_ai.response.model": "claude-x", "gen_ai.response.id": "msg_1",
-        "gen_ai.response.finish_reasons": ("end_turn",), "gen_ai.usage.input_tokens": 7,
-        "sse_middleware.client_disconnected": False,
-    }.items()
+    assert (
+        dict(span.attributes or {}).items()
+        >= {
+            "http.request.method": "POST",
+            "url.path": "/v1/chat/completions",
+            "http.route": "/v1/chat/{model}",
+            "gen_ai.request.stream": True,
+            "gen_ai.provider.name": "anthropic",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.response.model": "claude-x",
+            "gen_ai.response.id": "msg_1",
+            "gen_ai.response.finish_reasons": ("end_turn",),
+            "gen_ai.usage.input_tokens": 7,
+            "sse_middleware.client_disconnected": False,
+        }.items()
+    )
     assert span.status.status_code is StatusCode.UNSET
     # Metric attributes: low cardinality only (no path, no response id).
     (point,) = otel.points("gen_ai.server.request.duration")
     assert dict(point.attributes) == {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
-        "gen_ai.response.model": "claude-x", "http.route": "/v1/chat/{model}"}
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.response.model": "claude-x",
+        "http.route": "/v1/chat/{model}",
+    }
 
 
 def test_span_name_without_dialect_uses_route(otel: Otel) -> None:
@@ -169,8 +230,12 @@ def test_span_name_without_dialect_uses_route(otel: Otel) -> None:
 
 
 def test_traceparent_from_headers_is_honoured(otel: Otel) -> None:
-    headers = [(b"host", b"x"), (b"traceparent", TRACEPARENT.encode()),
-               (b"tracestate", b"a=1"), (b"tracestate", b"b=2")]  # a repeated header: both kept
+    headers = [
+        (b"host", b"x"),
+        (b"traceparent", TRACEPARENT.encode()),
+        (b"tracestate", b"a=1"),
+        (b"tracestate", b"b=2"),
+    ]  # a repeated header: both kept
     otel.tel().start(scope(headers=headers), start_mono=T0, start_ns=NS0).end(T0 + 1)
     (span,) = otel.spans()
     assert dict(span.context.trace_state) == {"a": "1", "b": "2"}
@@ -208,8 +273,13 @@ def test_nested_under_opentelemetry_instrumentation_asgi(otel: Otel) -> None:
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         stream = tel.start(scope, start_mono=T0, start_ns=NS0)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         stream.chunk(T0 + 0.3, True)
         await send({"type": "http.response.body", "body": b"data: hi\n\n", "more_body": False})
         stream.frame(10)
@@ -222,10 +292,18 @@ def test_nested_under_opentelemetry_instrumentation_asgi(otel: Otel) -> None:
         pass
 
     asgi_scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-        "path": "/stream", "raw_path": b"/stream", "query_string": b"", "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/stream",
+        "raw_path": b"/stream",
+        "query_string": b"",
+        "root_path": "",
         "headers": [(b"host", b"testserver"), (b"traceparent", TRACEPARENT.encode())],
-        "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
     }
     wrapped = OpenTelemetryMiddleware(app, tracer_provider=otel.tp, meter_provider=otel.mp)
     asyncio.run(wrapped(asgi_scope, receive, send))
@@ -436,7 +514,11 @@ def test_noop_provider_costs_nothing_and_has_no_trace_id() -> None:
     from opentelemetry.metrics import NoOpMeterProvider
 
     tel = Telemetry(trace.NoOpTracerProvider(), NoOpMeterProvider(), slo_ttft=0.1, slo_tpot=0.1)
-    stream = one_stream(tel, EVENTS, end=1.0)
+    assert tel.start(scope(), start_mono=T0, start_ns=NS0) is None  # no recorder: nothing per token
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    tel = Telemetry(trace.NoOpTracerProvider(), MeterProvider(), slo_ttft=0.1, slo_tpot=0.1)
+    stream = one_stream(tel, EVENTS, end=1.0)  # the control: metrics alone are worth recording
     assert stream.trace_id is None
 
 
@@ -465,22 +547,31 @@ s = tel.start({"method": "POST", "path": "/x", "headers": []}, start_mono=0.0, s
 s.chunk(0.25, True); s.chunk(0.5, True); s.end(0.6)
 names = sorted(m.name for rm in reader.get_metrics_data().resource_metrics
                for sm in rm.scope_metrics for m in sm.metrics)
-print(json.dumps({"early_trace_id": early.trace_id, "trace_id": s.trace_id,
+print(json.dumps({"early": early, "trace_id": s.trace_id,
                   "spans": [sp.name for sp in exporter.get_finished_spans()], "metrics": names}))
 """
 
 
 def test_global_providers_set_after_construction_are_used() -> None:
     path = os.pathsep.join([str(PACKAGE_PARENT), os.environ.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(GLOBAL_SCRIPT)], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": path})
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(GLOBAL_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["early_trace_id"] is None  # no provider yet: a no-op span, and no crash
+    assert result["early"] is None  # no provider yet: no recorder at all, and no crash
     assert result["trace_id"] is not None and len(result["trace_id"]) == 32
     assert result["spans"] == ["stream"]
-    assert {"gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token",
-            "gen_ai.server.request.duration", "sse_middleware.inter_chunk.duration"} <= set(result["metrics"])
+    assert {
+        "gen_ai.server.time_to_first_token",
+        "gen_ai.server.time_per_output_token",
+        "gen_ai.server.request.duration",
+        "sse_middleware.inter_chunk.duration",
+    } <= set(result["metrics"])
 
 
 def test_real_otlp_exporters_to_a_local_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -490,7 +581,8 @@ def test_real_otlp_exporters_to_a_local_receiver(monkeypatch: pytest.MonkeyPatch
         tp = TracerProvider()
         tp.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=rx.traces_url, timeout=10)))
         reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=rx.metrics_url, timeout=10), export_interval_millis=3_600_000)
+            OTLPMetricExporter(endpoint=rx.metrics_url, timeout=10), export_interval_millis=3_600_000
+        )
         mp = MeterProvider(metric_readers=[reader])
         stream = one_stream(Telemetry(tp, mp), EVENTS, end=1.0)
         tp.shutdown()
