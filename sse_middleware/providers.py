@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from .dialects import Delta, Dialect, Text
 from .errors import ErrorInfo
 from .sse import Event, encode
-from .wire import dumps, loads, name_and_data, simple, splice, string_field, with_id, with_retry
+from .wire import dumps, loads, name_and_data, simple, splice, string_field, unescape, with_id, with_retry
+
+# Fast paths: the compact shapes real servers send, matched in C so the per-token path parses no JSON.
+# Each matches only what the slow path (a full parse) would also merge; anything else takes the slow path.
+_SCALAR: Final = rb'"\w+":(?:"[^"\\]*"|-?\d+|null|true|false)'
+_OPENAI_FAST: Final = re.compile(
+    rb'data: ?\{"id":"([^"\\]*)",(?:' + _SCALAR + rb",)*"
+    rb'"choices":\[\{"index":(\d+),"delta":\{"content":"((?:[^"\\]|\\.)*)"\}'
+    rb'(?:,"logprobs":null)?,"finish_reason":null\}\](?:,' + _SCALAR + rb")*\}\n\n"
+)
+_ANTHROPIC_FAST: Final = re.compile(
+    rb'event: ?content_block_delta\ndata: ?\{"type":"content_block_delta","index":(\d+),'
+    rb'"delta":\{"type":"(text|thinking)_delta","\2":"((?:[^"\\]|\\.)*)"\}\}\n\n'
+)
 
 
 class OpenAIChat(Dialect):
@@ -20,6 +34,12 @@ class OpenAIChat(Dialect):
     _content = string_field(b"content")
 
     def delta(self, raw: bytes) -> Delta | None:
+        fast = _OPENAI_FAST.fullmatch(raw)
+        if fast is not None:
+            text = unescape(fast.group(3))
+            if text is not None:
+                around = raw[: fast.start(3)], raw[fast.end(3) :]
+                return (fast.group(1).decode(), int(fast.group(2))), around, text
         event = simple(raw)
         if event is None or event[0] is not None or b'"content"' not in event[1]:
             return None
@@ -144,6 +164,12 @@ class Anthropic(Dialect):
     }
 
     def delta(self, raw: bytes) -> Delta | None:
+        fast = _ANTHROPIC_FAST.fullmatch(raw)
+        if fast is not None:
+            text = unescape(fast.group(3))
+            if text is not None:
+                around = raw[: fast.start(3)], raw[fast.end(3) :]
+                return (int(fast.group(1)), fast.group(2).decode() + "_delta"), around, text
         event = simple(raw)
         if event is None or event[0] != b"content_block_delta":
             return None

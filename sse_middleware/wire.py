@@ -20,6 +20,14 @@ def loads(data: bytes) -> Any:
         return None
 
 
+def unescape(contents: bytes) -> str | None:
+    """A JSON string's contents (between the quotes) as text; None if they are not valid."""
+    try:
+        return loads(b'"' + contents + b'"') if b"\\" in contents else contents.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def escape(text: str) -> bytes:
     """JSON string contents, compact; U+2028/9 escaped because JavaScript parsers of old choke on them."""
     out = json.dumps(text, ensure_ascii=False)[1:-1]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sse_middleware import dialects, providers
 from sse_middleware.errors import ErrorInfo, shutdown
@@ -152,3 +155,38 @@ def test_shutdown_event_carries_a_retry_hint() -> None:
     frame = dialects.Dialect().error_event(shutdown("id1", 2500))
     assert frame.startswith(b"retry: 2500\n")
     assert json.loads(parse(frame)[0].data)["error"]["type"] == "server_shutdown"
+
+
+texts_st = st.text(max_size=12)
+
+
+@settings(max_examples=300)
+@given(texts_st, st.integers(0, 3), st.booleans(), st.sampled_from(["text_delta", "thinking_delta"]))
+def test_fast_paths_agree_with_the_full_parse(text: str, index: int, with_usage: bool, kind: str) -> None:
+    """The compact-shape regexes skip the JSON parse; they must merge exactly what a parse would."""
+    chunk = raw(openai_chunk(text, index=index))
+    if with_usage:
+        chunk = chunk.replace(b"}]}", b'}],"usage":null}')
+    field = kind.removesuffix("_delta")
+    event = raw(
+        anthropic_event("content_block_delta", {"index": index, "delta": {"type": kind, field: text}})
+    )
+    for dialect, data in ((providers.OpenAIChat(), chunk), (providers.Anthropic(), event)):
+        fast = dialect.delta(data)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(providers, "_OPENAI_FAST", re.compile(b"(?!)"))
+            mp.setattr(providers, "_ANTHROPIC_FAST", re.compile(b"(?!)"))
+            slow = dialect.delta(data)
+        assert fast == slow and fast is not None
+
+
+def test_fast_path_refuses_what_must_not_merge() -> None:
+    d = providers.OpenAIChat()
+    with_finish = raw(openai_chunk("x")).replace(b'"finish_reason":null', b'"finish_reason":"stop"')
+    with_usage = raw(openai_chunk("x")).replace(b"}]}", b'}],"usage":{"prompt_tokens":1}}')
+    assert d.delta(with_finish) is None and d.delta(with_usage) is None
+    mismatched = (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","thinking":"x"}}\n\n'
+    )
+    assert providers.Anthropic().delta(mismatched) is None
