@@ -82,20 +82,26 @@ class Text(Dialect):
 
 
 class PlainText(Dialect):
-    """A text/plain byte stream: merged as text; no in-band error channel (the response is cut instead)."""
+    """A text/plain byte stream, merged as text. Its bytes are never altered: the decoder is strict, and a
+    stream that is not UTF-8 after all is forwarded as it comes from then on (see ``Pipeline.feed``).
+    No in-band error channel: on failure the response is cut instead."""
 
     name = "plain"
     provider = "text"
     merges = True
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
 
     def delta(self, raw: bytes) -> Delta | None:
+        """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
         return None, (b"", b""), self._decoder.decode(raw)
 
     def build(self, envelope: Envelope, text: str) -> bytes:
         return text.encode("utf-8")
 
-    def tail(self) -> str:
-        return self._decoder.decode(b"", True)
+    def tail(self) -> bytes:
+        """Bytes of a character not finished yet (or never), exactly as received."""
+        pending: bytes = self._decoder.getstate()[0]
+        self._decoder.reset()
+        return pending

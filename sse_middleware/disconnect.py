@@ -3,7 +3,9 @@
 ASGI >= 2.4 servers raise ``OSError`` from ``send`` (the responder handles that); uvicorn declares 2.3,
 where a ``send`` to a gone client silently does nothing, so the only sign is ``http.disconnect`` on
 ``receive``. Many apps never call ``receive`` once they stream, so we listen ourselves, but only once the
-app can no longer want a body message from it; anything else we read is kept for the app.
+app can no longer want a body message from it; anything else we read is kept for the app. Only one
+``receive`` is ever in flight: some servers (granian) answer a second, concurrent one with a false
+``http.disconnect``.
 """
 
 from __future__ import annotations
@@ -28,15 +30,17 @@ class ClientWatch:
         self._body_read = False
         self._listening = False
         self._listen_scope = anyio.CancelScope()
+        self._one_at_a_time = anyio.Lock()
         self.gone = False
 
     async def receive(self) -> Message:
         """The app's ``receive``: what we kept for it first, then the server's messages, observed."""
-        if self._stash:
-            return self._stash.pop(0)
-        if self.gone:
-            return {"type": "http.disconnect"}
-        message: Message = await self._receive()
+        async with self._one_at_a_time:
+            if self._stash:
+                return self._stash.pop(0)
+            if self.gone:
+                return {"type": "http.disconnect"}
+            message: Message = await self._receive()
         self._observe(message)
         return message
 
@@ -62,7 +66,10 @@ class ClientWatch:
     async def _listen(self) -> None:
         with self._listen_scope:
             while not self.gone:
-                message: Message = await self._receive()
+                async with self._one_at_a_time:
+                    if self.gone:
+                        return
+                    message: Message = await self._receive()
                 self._observe(message)
                 if message["type"] != "http.disconnect":
                     self._stash.append(message)  # the app's, should it ask: we only watch

@@ -15,6 +15,7 @@ SSE: Final = "sse"
 BYTES: Final = "bytes"
 TEXT: Final = "text"
 
+_UTF8: Final = (b"", b"utf-8", b"utf8", b"us-ascii")
 _LINE_TYPES: Final = (b"application/x-ndjson", b"application/jsonl")
 _DROP: Final = frozenset((b"content-length", b"x-accel-buffering", b"cache-control", b"connection"))
 
@@ -22,12 +23,14 @@ _DROP: Final = frozenset((b"content-length", b"x-accel-buffering", b"cache-contr
 def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """``sse`` for text/event-stream; ``text`` / ``bytes`` for text/plain / NDJSON without a
     Content-Length; None for everything else (passed through untouched)."""
-    content_type = b""
+    content_type = charset = b""
     has_length = encoded = False
     for name, value in headers:
         lowered = name.lower()
         if lowered == b"content-type":
-            content_type = value.split(b";", 1)[0].strip().lower()
+            content_type, _, params = value.lower().partition(b";")
+            content_type = content_type.strip()
+            charset = params.partition(b"charset=")[2].split(b";", 1)[0].strip(b' \t"')
         elif lowered == b"content-length":
             has_length = True
         elif lowered == b"content-encoding":
@@ -36,8 +39,8 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         return BYTES if encoded else SSE  # compressed: anti-buffering only, never touch the bytes
     if has_length:
         return None
-    if content_type == b"text/plain":
-        return BYTES if encoded else TEXT
+    if content_type == b"text/plain":  # merged as text only if it is UTF-8 (or says nothing)
+        return BYTES if encoded or charset not in _UTF8 else TEXT
     if content_type in _LINE_TYPES:
         return BYTES
     return None

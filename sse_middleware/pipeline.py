@@ -60,7 +60,13 @@ class Pipeline:
                     self.rec.chunk(now, True)
                 return [body]
             assert self.dialect is not None
-            delta = self.dialect.delta(body)
+            try:
+                delta = self.dialect.delta(body)
+            except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
+                out = self.flush()
+                self.coalescer = None
+                out.append(body)
+                return out
             return self._merge(delta, now) if delta is not None else [body]
         blob = framer.feed(body)
         if self.mid_event or framer.pending > self._max_event:
@@ -140,9 +146,9 @@ class Pipeline:
         build = self.dialect.build
         out = [build(env, piece) for env, piece in self.coalescer.flush()]
         if isinstance(self.dialect, PlainText):
-            tail = self.dialect.tail()  # a UTF-8 sequence the stream never finished
+            tail = self.dialect.tail()  # a UTF-8 sequence the stream never finished, as it came
             if tail:
-                out.append(tail.encode())
+                out.append(tail)
         return out
 
     def close(self) -> list[bytes]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -32,22 +33,37 @@ Handler = Callable[[int, FrameType | None], Any]
 
 
 def _current_loop() -> tuple[object, Schedule] | None:
-    """The running event loop (an identity) and a thread- and signal-safe way to run a callback on it."""
+    """The running event loop (an identity) and a thread- and signal-safe way to run a function *in a
+    new task* on it: the drain starts tasks and cancel scopes, which anyio allows only inside one."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         pass
     else:
-        return loop, loop.call_soon_threadsafe
+        tasks: set[asyncio.Task[None]] = set()  # strong references until each is done
+
+        def in_asyncio_task(fn: Callable[[], None]) -> None:
+            task = loop.create_task(_call(fn))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        return loop, lambda fn: loop.call_soon_threadsafe(in_asyncio_task, fn)
     trio = sys.modules.get("trio")  # only if the app already runs on trio; never imported by us
     if trio is not None:
         try:
             token = trio.lowlevel.current_trio_token()
         except RuntimeError:
             return None
-        schedule: Schedule = token.run_sync_soon
-        return token, schedule
+        spawn = trio.lowlevel.spawn_system_task
+        return token, lambda fn: token.run_sync_soon(spawn, _call, fn)
     return None
+
+
+async def _call(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:  # never let a drain take the server down (a trio system task would)
+        logging.getLogger("sse_middleware").exception("draining streams for the shutdown failed")
 
 
 class ShutdownWatch:

@@ -195,7 +195,7 @@ class Framer:
     def __init__(self) -> None:
         self._held: list[bytes] = []
         self._held_len = 0
-        self._prev = b"\n\n"  # the last two bytes seen: the stream starts at a boundary
+        self._prev = b"\n\n"  # the last bytes seen (the context of a CRLF or blank line cut across chunks)
 
     @property
     def pending(self) -> int:
@@ -208,20 +208,19 @@ class Framer:
     def feed(self, chunk: bytes) -> bytes:
         if not chunk:
             return b""
+        before, self._prev = self._prev, (self._prev + chunk)[-3:]
         if chunk.endswith(b"\n\n") and not self._held_len:
-            self._prev = b"\n\n"
             return chunk
-        joined = b"".join((*self._held, chunk)) if self._held_len else chunk
-        cut = _last_boundary(joined, self._prev)
-        self._prev = (self._prev + chunk)[-2:]
-        if cut == len(joined):
-            self._held.clear()
-            self._held_len = 0
-            return joined
-        rest = joined[cut:]
-        self._held = [rest]
+        cut = _last_boundary(chunk, before)
+        if not cut:  # still inside the event: keep it in pieces, never re-join or re-scan what is held
+            self._held.append(chunk)
+            self._held_len += len(chunk)
+            return b""
+        out = b"".join((*self._held, chunk[:cut])) if self._held_len else chunk[:cut]
+        rest = chunk[cut:]
+        self._held = [rest] if rest else []
         self._held_len = len(rest)
-        return joined[:cut]
+        return out
 
     def take(self) -> bytes:
         """Hand over the held partial event (to forward it when it grew too large to hold)."""
@@ -234,21 +233,18 @@ class Framer:
 _BOUNDARY: Final = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 
 
-def _last_boundary(data: bytes, before: bytes) -> int:
-    """Index just past the last blank line in ``data`` (0 if none). ``before`` is what preceded it.
+def _last_boundary(chunk: bytes, before: bytes) -> int:
+    """Index in ``chunk`` just past its last blank line (0 if none); ``before`` ends with the bytes that
+    came before it, so a blank line cut across chunks is found by looking at the new bytes only.
 
     A CR at the very end may be half of a CRLF; it still ends the line, so counting it is right.
     """
-    if not data:
-        return 0
-    if b"\r" not in data and b"\r" not in before:  # the usual LF-only stream, at C speed
-        end = data.rfind(b"\n\n")
+    if b"\r" not in chunk and b"\r" not in before:  # the usual LF-only stream, at C speed
+        end = chunk.rfind(b"\n\n")
         if end >= 0:
             return end + 2
-        if data[:1] == b"\n" and before.endswith(b"\n"):
-            return 1
-        return 0
+        return 1 if chunk[:1] == b"\n" and before.endswith(b"\n") else 0
     last = 0
-    for match in _BOUNDARY.finditer(before[-1:] + data):  # one byte of context, so subtract it
-        last = match.end() - 1
-    return last
+    for match in _BOUNDARY.finditer(before + chunk):
+        last = match.end() - len(before)
+    return max(last, 0)

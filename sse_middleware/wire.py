@@ -29,11 +29,14 @@ def unescape(contents: bytes) -> str | None:
 
 
 def escape(text: str) -> bytes:
-    """JSON string contents, compact; U+2028/9 escaped because JavaScript parsers of old choke on them."""
+    """JSON string contents, compact; U+2028/9 escaped because JavaScript parsers of old choke on them.
+
+    A lone surrogate (valid JSON: ``"\\ud800"``) goes out as that same escape, never as an error.
+    """
     out = json.dumps(text, ensure_ascii=False)[1:-1]
     if "\u2028" in out or "\u2029" in out:
         out = out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return out.encode("utf-8")
+    return out.encode("utf-8", "backslashreplace")
 
 
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:

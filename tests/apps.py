@@ -96,7 +96,7 @@ def anthropic_event(name: str, body: dict[str, object]) -> str:
 
 
 async def anthropic_stream(tokens: list[str], delay: float, fail_at: int) -> AsyncIterator[str]:
-    message = {
+    message: dict[str, object] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",

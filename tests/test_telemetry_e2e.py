@@ -32,7 +32,9 @@ class Otel:
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
     def ours(self) -> list[ReadableSpan]:
-        return [s for s in self.spans.get_finished_spans() if s.instrumentation_scope.name == "sse_middleware"]
+        return [
+            s for s in self.spans.get_finished_spans() if s.instrumentation_scope.name == "sse_middleware"
+        ]
 
     def points(self, name: str) -> list[Any]:
         data = self.reader.get_metrics_data()
@@ -51,8 +53,12 @@ def otel() -> Iterator[Otel]:
 
 
 def wrap(otel: Otel, **settings: Any) -> StreamingMiddleware:
-    return StreamingMiddleware(api, StreamingSettings(**settings), tracer_provider=otel.tracer_provider,
-                               meter_provider=otel.meter_provider)
+    return StreamingMiddleware(
+        api,
+        StreamingSettings(**settings),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
 
 
 async def get(app: Any, path: str, method: str = "GET") -> httpx.Response:
@@ -103,8 +109,9 @@ async def test_no_span_for_non_streams_or_with_telemetry_off(otel: Otel) -> None
 
 
 async def test_child_of_the_contrib_asgi_span_and_ended_before_it(otel: Otel) -> None:
-    app = OpenTelemetryMiddleware(wrap(otel), tracer_provider=otel.tracer_provider,
-                                  exclude_spans=["send", "receive"])
+    app = OpenTelemetryMiddleware(
+        wrap(otel), tracer_provider=otel.tracer_provider, exclude_spans=["send", "receive"]
+    )
     await get(app, "/openai?n=5&delay=0.01")
     (ours,) = otel.ours()
     theirs = [s for s in otel.spans.get_finished_spans() if s.kind is SpanKind.SERVER and s is not ours]
@@ -118,7 +125,9 @@ async def test_child_of_the_contrib_asgi_span_and_ended_before_it(otel: Otel) ->
 
 async def test_w3c_parent_is_continued(otel: Otel) -> None:
     trace_id = "0af7651916cd43dd8448eb211c80319c"
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=wrap(otel)), base_url="http://test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=wrap(otel)), base_url="http://test"
+    ) as client:
         await client.get("/openai?n=2", headers={"traceparent": f"00-{trace_id}-b7ad6b7169203331-01"})
     assert format(otel.ours()[0].context.trace_id, "032x") == trace_id
 
