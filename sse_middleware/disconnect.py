@@ -31,6 +31,7 @@ class ClientWatch:
         self._listening = False
         self._listen_scope = anyio.CancelScope()
         self._one_at_a_time = anyio.Lock()
+        self._app_waiting = 0  # the app is in receive() (Starlette's StreamingResponse listens itself)
         self.gone = False
 
     async def receive(self) -> Message:
@@ -40,7 +41,11 @@ class ClientWatch:
                 return self._stash.pop(0)
             if self.gone:
                 return {"type": "http.disconnect"}
-            message: Message = await self._receive()
+            self._app_waiting += 1
+            try:
+                message: Message = await self._receive()
+            finally:
+                self._app_waiting -= 1
         self._observe(message)
         return message
 
@@ -54,9 +59,12 @@ class ClientWatch:
             self._body_read = True
 
     def can_listen(self) -> bool:
-        return not self._listening and (
-            self._body_read or not has_request_body(self._scope.get("headers", ()))
-        )
+        """Whether to start our own listener: not while the app waits in ``receive`` itself (it will see
+        the disconnect through us, and a second task per stream costs ~3 KiB), nor while it may still
+        want a body message."""
+        if self._listening or self._app_waiting or self.gone:
+            return False
+        return self._body_read or not has_request_body(self._scope.get("headers", ()))
 
     def listen(self, tg: anyio.abc.TaskGroup) -> None:
         """Start watching ``receive`` in ``tg`` (check :meth:`can_listen` first)."""

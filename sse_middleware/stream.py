@@ -48,6 +48,33 @@ _LIVE = (Phase.STREAMING, Phase.ENDING)
 class Responder:
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
+    __slots__ = (
+        "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
+        "_app_scope",
+        "_gate",
+        "_late",
+        "_send",
+        "_sleep",
+        "_stopping",
+        "_tg",
+        "_timer_on",
+        "_timer_target",
+        "_trailers",
+        "_watch",
+        "clocks",
+        "disconnected",
+        "ending",
+        "failure",
+        "mw",
+        "phase",
+        "pipe",
+        "rec",
+        "scope",
+        "settings",
+        "started_mono",
+        "started_ns",
+    )
+
     def __init__(
         self, mw: StreamingMiddleware, scope: MutableMapping[str, Any], receive: Any, send: Any
     ) -> None:
@@ -175,8 +202,7 @@ class Responder:
             if self.clocks.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
                 await self._cancelled_from_outside()
             raise
-        if message["type"] == "http.request":
-            self._start_listening()  # an app that reads its body after the start
+        self._start_listening()  # the app read its body, or stopped listening itself
         return message
 
     def _start_listening(self) -> None:
