@@ -59,9 +59,8 @@ class Pipeline:
                 if self.rec is not None:
                     self.rec.chunk(now, True)
                 return [body]
-            assert self.dialect is not None
             try:
-                delta = self.dialect.delta(body)
+                delta = self.dialect.delta(body) if self.dialect is not None else None
             except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
                 out = self.flush()
                 self.coalescer = None
@@ -123,7 +122,8 @@ class Pipeline:
         key, envelope, text = delta
         if self.rec is not None:
             self.rec.chunk(now, True)
-        assert self.coalescer is not None and self.dialect is not None
+        if self.coalescer is None or self.dialect is None:  # never: deltas come only when merging
+            return []
         pieces = self.coalescer.feed(key, envelope, text, now)
         if not pieces:
             return []

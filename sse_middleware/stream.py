@@ -24,14 +24,14 @@ import anyio.abc
 import anyio.lowlevel
 
 from . import errors, headers
-from .deadlines import Clocks, Due, due, next_deadline
+from .deadlines import Clocks
 from .disconnect import ClientWatch
 from .errors import ErrorInfo, logger
 from .gate import SendGate
 from .lifecycle import Phase, move, raise_collapsed
 from .pipeline import Pipeline
 from .settings import StreamingSettings, effective
-from .sse import comment
+from .timer import FINALIZE_SECONDS, Timed
 
 if TYPE_CHECKING:
     from .middleware import StreamingMiddleware
@@ -41,11 +41,10 @@ if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
 Message = dict[str, Any]
-_FINALIZE_SECONDS = 5.0  # a bound on every await in cleanup, so a stuck client cannot hold a worker
 _LIVE = (Phase.STREAMING, Phase.ENDING)
 
 
-class Responder:
+class Responder(Timed):
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
     __slots__ = (
@@ -54,11 +53,7 @@ class Responder:
         "_gate",
         "_late",
         "_send",
-        "_sleep",
-        "_stopping",
         "_tg",
-        "_timer_on",
-        "_timer_target",
         "_trailers",
         "_watch",
         "clocks",
@@ -95,10 +90,7 @@ class Responder:
         self._gate = SendGate()
         self._trailers = False  # the start declared trailers: the server waits for them
         self._late = 0  # writes after the end
-        self._sleep: anyio.CancelScope | None = None  # the timer's long sleep, cancelled to wake it
-        self._stopping = False  # a shutdown's hard stop is scheduled
-        self._timer_target = math.inf  # what the running timer sleeps until (inf: no timer, or none due)
-        self._timer_on = False
+        self._init_timer()
         self._app_scope = anyio.CancelScope()
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -128,7 +120,7 @@ class Responder:
         finally:
             self._tg = None
             if self.phase in _LIVE:
-                with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     await self._finish(cancelled)
             if self.rec is not None:  # ends once; here in case a last write was cut short
                 self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
@@ -138,12 +130,13 @@ class Responder:
         """The server stopped waiting (uvicorn's ``--timeout-graceful-shutdown``): send the reconnect event
         now, not after unwinding: uvicorn re-raises SIGTERM (ending the process) a few loop turns later."""
         if self.phase is Phase.STREAMING and not self._app_scope.cancel_called:
-            with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self._finish(cancelled=True)
 
     async def _finish(self, cancelled: bool) -> None:
         """End a stream: flush what was merged, say why it ended, send the final body."""
-        assert self.pipe is not None
+        if self.pipe is None:  # only once a stream started; never otherwise
+            return
         info = self.ending
         if info is None and self.failure is not None:
             info = errors.report(self.failure, self.settings, self._error_id(), self.disconnected)
@@ -229,8 +222,8 @@ class Responder:
         elif kind == "http.response.start" and self.phase is Phase.STREAMING:
             raise RuntimeError("a second http.response.start: the response already started")
         elif self.phase is Phase.STREAMING:
-            assert self.pipe is not None
-            await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
+            if self.pipe is not None:
+                await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
             await self._raw_send(message)  # extensions go through, after what we merged
         elif self.phase is Phase.WAITING:
             await self._send(message)  # e.g. a body before the start: the server decides
@@ -275,7 +268,8 @@ class Responder:
         self._start_listening()
 
     async def _body(self, message: Message) -> None:
-        assert self.pipe is not None
+        if self.pipe is None:  # only once a stream started; never otherwise
+            return
         body = message.get("body", b"")
         if type(body) is not bytes:
             if not isinstance(body, (bytearray, memoryview)):
@@ -327,99 +321,9 @@ class Responder:
         if self._late % 16 == 0:
             await anyio.lowlevel.checkpoint()
 
-    # -- the timer: every deadline of the stream -------------------------------------------------------
-
-    def _next_deadline(self) -> float:
-        assert self.pipe is not None
-        return next_deadline(self.settings, self.pipe, self.clocks)
-
-    def _arm(self) -> None:
-        """Have the timer look at the deadlines again: wake it, or start it if there is none yet."""
-        if self._timer_on:
-            if self._sleep is not None:
-                self._sleep.cancel()
-        elif self._tg is not None and self.phase is Phase.STREAMING and not self.disconnected:
-            self._timer_on = True
-            self._tg.start_soon(self._timer)
-
-    async def _timer(self) -> None:
-        """Sleep to the next deadline. While tokens flow it naps at most ``coalesce_max_delay`` and needs
-        no waking: new text's deadline is never earlier than the end of a nap that began before it
-        arrived. Idle, it sleeps long and is woken by cancelling the nap. A timeout that *expires*
-        costs ~50 us in anyio (a Cancelled exception); a plain sleep ~10 us, so it never expires one."""
-        assert self.pipe is not None
-        nap = self.settings.coalesce_max_delay if self.pipe.coalescer is not None else math.inf
-        active_for = max(1.0, 4 * nap) if nap != math.inf else 0.0
-        while self.phase is Phase.STREAMING and not self.disconnected:
-            now = time.monotonic()
-            deadline = self._next_deadline()
-            if deadline <= now:
-                await self._on_deadline(now)
-            elif now - self.clocks.last_app < active_for:
-                self._timer_target = -math.inf  # napping: the app's sends never need to wake us
-                await anyio.sleep(min(deadline - now, nap))
-            else:
-                self._timer_target = deadline
-                with anyio.CancelScope() as self._sleep:
-                    await anyio.sleep(deadline - now if deadline != math.inf else 1e9)
-                self._sleep = None
-
-    async def _stop_after(self, seconds: float) -> None:
-        """The hard stop of a shutdown: past the grace and the bounded cleanup, cancel the response."""
-        await anyio.sleep(seconds)
-        if self._tg is not None:
-            self._tg.cancel_scope.cancel()
-
-    async def _on_deadline(self, now: float) -> None:
-        assert self.pipe is not None
-        s = self.settings
-        what = due(s, self.pipe, self.clocks, now)
-        if what is Due.SHUTDOWN:
-            self._end(errors.shutdown(self._error_id(), s.shutdown_retry_ms))
-        elif what is Due.STALL:
-            self._end(errors.timeout(self._error_id(), s.stall_timeout))
-        elif what is Due.POSTPONE:
-            self.clocks.last_write = now  # inside a huge event on the wire: wait for its end
-        elif what is not Due.NOTHING and self._gate.busy:
-            # A send is in flight (a slow client holds it up). Never queue behind it, or a stuck client
-            # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
-            if what is Due.HEARTBEAT:
-                self.clocks.last_write = now
-            else:
-                with anyio.move_on_after(s.coalesce_max_delay):
-                    await self._gate.released().wait()
-        elif what is not Due.NOTHING:
-            self._gate.busy = True  # taken before the frame is made: nothing can slip in between
-            try:
-                if self.phase is Phase.STREAMING and not self.disconnected:
-                    frame = (
-                        b"".join(self.pipe.tick(now)) if what is Due.FLUSH else comment(s.heartbeat_comment)
-                    )
-                    await self._send({"type": "http.response.body", "body": frame, "more_body": True})
-                    self.clocks.last_write = now
-                    if self.rec is not None:
-                        self.rec.frame(len(frame))
-                        if what is Due.HEARTBEAT:
-                            self.rec.heartbeat()
-            except OSError:
-                self._client_gone()
-            finally:
-                self._gate.release()
-
     def _end(self, info: ErrorInfo) -> None:
         """End the stream from the middleware's side: the app is cancelled, the host sends ``info``."""
         if self.phase is Phase.STREAMING:
             self.ending = info
             self.phase = move(self.phase, Phase.ENDING)
             self._app_scope.cancel()
-
-    def drain(self, grace: float | None = None) -> None:
-        """The server is stopping: end this stream with a reconnect hint within the grace period. Past
-        it (and the bounded cleanup), everything the response does is cancelled: a client that stopped
-        reading cannot hold a deploy. Called from a loop callback (the signal), not from a task."""
-        grace = self.settings.shutdown_grace if grace is None else grace
-        self.clocks.shutdown_at = min(self.clocks.shutdown_at, time.monotonic() + grace)
-        if self._tg is not None and not self._stopping:
-            self._stopping = True
-            self._tg.start_soon(self._stop_after, grace + _FINALIZE_SECONDS)
-        self._arm()

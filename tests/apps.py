@@ -279,10 +279,10 @@ async def optout(request: Request) -> StreamingResponse:
     return await sse(request)
 
 
-@api.get("/override")
-async def with_override(request: Request) -> StreamingResponse:
-    override(request.scope, heartbeat_interval=0.2)
-    return await silence(request)
+@api.get("/bad_override")
+async def bad_override(request: Request) -> StreamingResponse:
+    override(request.scope, heartbeat_interval=-1)
+    return await sse(request)
 
 
 from fastapi.sse import EventSourceResponse as NativeEventSourceResponse  # noqa: E402

@@ -123,3 +123,11 @@ def test_gzip_middleware_and_text_plain_streams(order: str) -> None:
 def test_parse_of_wire_matches_events(wrapped: Server) -> None:
     seen = read_stream(wrapped.url + "/sse?n=4")
     assert parse(seen.body) == seen.events
+
+
+def test_a_bad_per_request_override_fails_before_any_byte_is_sent(wrapped: Server, control: Server) -> None:
+    with httpx.Client() as client:
+        ours = client.get(wrapped.url + "/bad_override?n=2")
+        theirs = client.get(control.url + "/bad_override?n=2")
+    assert ours.status_code == 500 and "heartbeat_interval must be" in wrapped.output()
+    assert theirs.status_code == 200  # the control: without the middleware the override is inert
