@@ -41,8 +41,13 @@ class StreamingMiddleware:
         self.settings = StreamingSettings.from_env() if settings is None else settings
         if not isinstance(self.settings, StreamingSettings):
             raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
+        s = self.settings
         self.telemetry = Telemetry(
-            tracer_provider, meter_provider, slo_ttft=self.settings.slo_ttft, slo_tpot=self.settings.slo_tpot
+            tracer_provider,
+            meter_provider,
+            slo_ttft=s.slo_ttft,
+            slo_tpot=s.slo_tpot,
+            gap_sample_every=s.inter_chunk_sample_every,
         )
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
         self._drain_at = math.inf

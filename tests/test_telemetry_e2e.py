@@ -67,7 +67,7 @@ async def get(app: Any, path: str, method: str = "GET") -> httpx.Response:
 
 
 async def test_one_span_per_stream_with_values_from_the_stream(otel: Otel) -> None:
-    await get(wrap(otel), "/openai?n=10&delay=0.02")
+    await get(wrap(otel, inter_chunk_sample_every=1), "/openai?n=10&delay=0.02")
     (span,) = otel.ours()
     attrs = span.attributes or {}
     assert span.kind is SpanKind.SERVER
@@ -136,3 +136,12 @@ async def test_error_id_is_the_trace_id(otel: Otel) -> None:
     response = await get(wrap(otel), "/sse?n=3&fail_at=1")
     trace_id = format(otel.ours()[0].context.trace_id, "032x")
     assert trace_id in response.text
+
+
+async def test_the_per_gap_histogram_is_sampled_by_default(otel: Otel) -> None:
+    """Every 8th gap from a random phase: the SDK's ~10 us per record would otherwise double the CPU per
+    token. The span's own percentiles still use every gap."""
+    await get(wrap(otel), "/openai?n=41&delay=0.001")
+    recorded = sum(p.count for p in otel.points("sse_middleware.inter_chunk.duration"))
+    assert recorded == 5  # 40 gaps / 8
+    assert (otel.ours()[0].attributes or {})["sse_middleware.inter_chunk.p95"] > 0
