@@ -1,4 +1,6 @@
-"""Shared fixtures. ``anyio_backend``: every ``@pytest.mark.anyio`` test runs on asyncio and on trio."""
+"""Shared fixtures. ``anyio_backend``: every ``@pytest.mark.anyio`` test runs on asyncio and on trio.
+``wrapped`` / ``control``: the test app served by uvicorn with the middleware (default settings) and
+without it, one each for the whole session (a module may define its own with other settings)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+
+from .servers import Server, uvicorn
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -20,3 +24,15 @@ def restore_signals() -> Iterator[None]:
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+
+
+@pytest.fixture(scope="session")
+def wrapped() -> Iterator[Server]:
+    with uvicorn("tests.apps:app") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def control() -> Iterator[Server]:
+    with uvicorn("tests.apps:app", {"TEST_WRAP": "0"}) as server:
+        yield server

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import anthropic
 import openai
@@ -18,18 +17,6 @@ N = 240  # tokens, paced at 200 tokens/s: a fast API
 QUERY = {"n": N, "delay": 0.005}
 EXPECTED = "".join((TOKENS * (N // len(TOKENS) + 1))[:N])
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(scope="module")
-def wrapped() -> Iterator[Server]:
-    with uvicorn("tests.apps:app") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def control() -> Iterator[Server]:
-    with uvicorn("tests.apps:app", {"TEST_WRAP": "0"}) as server:
-        yield server
 
 
 def openai_pieces(server: Server) -> tuple[list[str], float]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import anthropic
 import httpx
@@ -19,18 +18,6 @@ pytestmark = pytest.mark.timeout(120)
 FAIL_AT = 8
 BEFORE = "".join(TOKENS[:FAIL_AT])  # what the app produced before it failed
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(scope="module")
-def wrapped() -> Iterator[Server]:
-    with uvicorn("tests.apps:app") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def control() -> Iterator[Server]:
-    with uvicorn("tests.apps:app", {"TEST_WRAP": "0"}) as server:
-        yield server
 
 
 def openai_text(server: Server, **query: object) -> tuple[str, Exception | None]:
