@@ -36,16 +36,18 @@ class ClientWatch:
 
     async def receive(self) -> Message:
         """The app's ``receive``: what we kept for it first, then the server's messages, observed."""
-        async with self._one_at_a_time:
-            if self._stash:
-                return self._stash.pop(0)
-            if self.gone:
-                return {"type": "http.disconnect"}
-            self._app_waiting += 1
-            try:
+        # Counted from the call, not from inside the lock: the lock's acquire yields, and an app on its
+        # way into receive (Starlette's disconnect listener, between two calls) is already listening.
+        self._app_waiting += 1
+        try:
+            async with self._one_at_a_time:
+                if self._stash:
+                    return self._stash.pop(0)
+                if self.gone:
+                    return {"type": "http.disconnect"}
                 message: Message = await self._receive()
-            finally:
-                self._app_waiting -= 1
+        finally:
+            self._app_waiting -= 1
         self._observe(message)
         return message
 
@@ -72,6 +74,9 @@ class ClientWatch:
         tg.start_soon(self._listen)
 
     async def _listen(self) -> None:
+        if self._app_waiting:  # the app went back into receive since we were started: it listens itself
+            self._listening = False
+            return
         with self._listen_scope:
             while not self.gone:
                 async with self._one_at_a_time:

@@ -8,20 +8,51 @@ from typing import Any, Final
 from .dialects import Delta, Dialect, Text
 from .errors import ErrorInfo
 from .sse import Event, encode
-from .wire import dumps, loads, name_and_data, simple, splice, string_field, unescape, with_id, with_retry
+from .wire import (
+    Envelope,
+    dumps,
+    loads,
+    name_and_data,
+    simple,
+    splice,
+    string_field,
+    unescape,
+    with_id,
+    with_retry,
+)
 
 # Fast paths: the compact shapes real servers send, matched in C so the per-token path parses no JSON.
 # Each matches only what the slow path (a full parse) would also merge; anything else takes the slow path.
-_SCALAR: Final = rb'"\w+":(?:"[^"\\]*"|-?\d+|null|true|false)'
+_SCALAR: Final = rb'"\w+":(?:"[^"\\\r\n]*"|-?\d+|null|true|false)'
 _OPENAI_FAST: Final = re.compile(
-    rb'data: ?\{"id":"([^"\\]*)",(?:' + _SCALAR + rb",)*"
-    rb'"choices":\[\{"index":(\d+),"delta":\{"content":"((?:[^"\\]|\\.)*)"\}'
+    rb'data: ?\{"id":"([^"\\\r\n]*)",(?:' + _SCALAR + rb",)*"
+    rb'"choices":\[\{"index":(\d+),"delta":\{"content":"((?:[^"\\\r\n]|\\.)*)"\}'
     rb'(?:,"logprobs":null)?,"finish_reason":null\}\](?:,' + _SCALAR + rb")*\}\n\n"
 )
 _ANTHROPIC_FAST: Final = re.compile(
     rb'event: ?content_block_delta\ndata: ?\{"type":"content_block_delta","index":(\d+),'
-    rb'"delta":\{"type":"(text|thinking)_delta","\2":"((?:[^"\\]|\\.)*)"\}\}\n\n'
+    rb'"delta":\{"type":"(text|thinking)_delta","\2":"((?:[^"\\\r\n]|\\.)*)"\}\}\n\n'
 )
+
+
+def _same_envelope(last: tuple[bytes, bytes, Any] | None, raw: bytes) -> tuple[Any, Envelope, str] | None:
+    """The previous fast-path match's envelope again, with new text that needs no unescaping: what the
+    regex would return for ``raw``, without running it (consecutive deltas differ only in their text)."""
+    if last is None:
+        return None
+    before, after, key = last
+    if not (raw.startswith(before) and raw.endswith(after)):
+        return None
+    end = len(raw) - len(after)
+    if end < len(before):
+        return None
+    contents = raw[len(before) : end]
+    if 34 in contents or 92 in contents or 10 in contents or 13 in contents:  # " \ LF CR: int needles
+        return None  # quotes or escapes: the regex (and unescape) decide
+    try:
+        return key, (before, after), contents.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class OpenAIChat(Dialect):
@@ -33,13 +64,20 @@ class OpenAIChat(Dialect):
     merges = True
     _content = string_field(b"content")
 
+    _last: tuple[bytes, bytes, Any] | None = None  # the last fast match: (before, after, key)
+
     def delta(self, raw: bytes) -> Delta | None:
+        same = _same_envelope(self._last, raw)
+        if same is not None:
+            return same
         fast = _OPENAI_FAST.fullmatch(raw)
         if fast is not None:
             text = unescape(fast.group(3))
             if text is not None:
-                around = raw[: fast.start(3)], raw[fast.end(3) :]
-                return (fast.group(1).decode(), int(fast.group(2))), around, text
+                before, after = raw[: fast.start(3)], raw[fast.end(3) :]
+                key = (fast.group(1).decode(), int(fast.group(2)))
+                self._last = (before, after, key)
+                return key, (before, after), text
         event = simple(raw)
         if event is None or event[0] is not None or b'"content"' not in event[1]:
             return None
@@ -61,9 +99,11 @@ class OpenAIChat(Dialect):
         )
 
     def content(self, raw: bytes) -> bool:
-        if b'"content":"' in raw:
-            return b'"content":""' not in raw
-        return b'"tool_calls"' in raw or b'"reasoning' in raw
+        # find(), not `in`: a bytes needle in `in` costs ~200 ns more on CPython 3.11 (it is first tried
+        # as an int, and the TypeError raised and cleared).
+        if raw.find(b'"content":"') >= 0:
+            return raw.find(b'"content":""') < 0
+        return raw.find(b'"tool_calls"') >= 0 or raw.find(b'"reasoning') >= 0
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
         _, data = name_and_data(raw)
@@ -81,7 +121,7 @@ class OpenAIChat(Dialect):
         return out
 
     def wants_info(self, raw: bytes) -> bool:
-        return b'"finish_reason":"' in raw or b'"usage":{' in raw
+        return raw.find(b'"finish_reason":"') >= 0 or raw.find(b'"usage":{') >= 0
 
     def error_event(self, info: ErrorInfo) -> bytes:
         kind = "server_error" if info.type == "internal_error" else info.type  # OpenAI's word for a 5xx
@@ -163,13 +203,20 @@ class Anthropic(Dialect):
         "server_shutdown": "overloaded_error",
     }
 
+    _last: tuple[bytes, bytes, Any] | None = None  # the last fast match: (before, after, key)
+
     def delta(self, raw: bytes) -> Delta | None:
+        same = _same_envelope(self._last, raw)
+        if same is not None:
+            return same
         fast = _ANTHROPIC_FAST.fullmatch(raw)
         if fast is not None:
             text = unescape(fast.group(3))
             if text is not None:
-                around = raw[: fast.start(3)], raw[fast.end(3) :]
-                return (int(fast.group(1)), fast.group(2).decode() + "_delta"), around, text
+                before, after = raw[: fast.start(3)], raw[fast.end(3) :]
+                key = (int(fast.group(1)), fast.group(2).decode() + "_delta")
+                self._last = (before, after, key)
+                return key, (before, after), text
         event = simple(raw)
         if event is None or event[0] != b"content_block_delta":
             return None

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .settings import StreamingSettings
     from .telemetry import StreamTelemetry
 
+_SLACK = 0.001
 FINALIZE_SECONDS = 5.0  # a bound on every await in cleanup, so a stuck client cannot hold a worker
 
 
@@ -84,8 +85,8 @@ class Timed:
         while self.phase is Phase.STREAMING and not self.disconnected:
             now = time.monotonic()
             deadline = self._next_deadline()
-            if deadline <= now:
-                await self._on_deadline(now)
+            if deadline <= now + _SLACK:  # uvloop timers fire up to ~1 ms early: never re-sleep < 1 ms
+                await self._on_deadline(max(now, deadline))
             elif now - self.clocks.last_app < active_for:
                 self._timer_target = -math.inf  # napping: the app's sends never need to wake us
                 await anyio.sleep(min(deadline - now, nap))

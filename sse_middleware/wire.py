@@ -23,7 +23,7 @@ def loads(data: bytes) -> Any:
 def unescape(contents: bytes) -> str | None:
     """A JSON string's contents (between the quotes) as text; None if they are not valid."""
     try:
-        return loads(b'"' + contents + b'"') if b"\\" in contents else contents.decode("utf-8")
+        return loads(b'"' + contents + b'"') if 92 in contents else contents.decode("utf-8")
     except UnicodeDecodeError:
         return None
 
@@ -41,7 +41,7 @@ def escape(text: str) -> bytes:
 
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:
     """(event name, data) of an LF-framed event made of at most one ``event`` and one ``data`` line."""
-    if b"\r" in raw:
+    if 13 in raw:
         return None
     lines = raw.rstrip(b"\n").split(b"\n")
     name: bytes | None = None
