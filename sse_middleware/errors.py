@@ -47,10 +47,6 @@ class ErrorInfo:
     code: str | None = None
     retry_ms: int | None = None  # a reconnect hint; set for shutdowns
 
-    @property
-    def retryable(self) -> bool:
-        return self.type in (TIMEOUT, SHUTDOWN)
-
 
 def new_error_id(trace_id: str | None) -> str:
     return trace_id or secrets.token_hex(16)
