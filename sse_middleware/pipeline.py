@@ -104,9 +104,7 @@ class Pipeline:
             self.coalescer = None
         if self.rec is not None:
             self.rec.dialect(dialect.provider, dialect.operation)
-            info = dialect.info(blob)
-            if info:
-                self.rec.response(**info)
+            self._record_info(dialect, blob)
         return dialect
 
     def _observe(self, dialect: Dialect, raw: bytes, now: float) -> None:
@@ -114,9 +112,13 @@ class Pipeline:
         if rec is not None:
             rec.chunk(now, dialect.content(raw))
             if dialect.wants_info(raw):
-                info = dialect.info(raw)
-                if info:
-                    rec.response(**info)
+                self._record_info(dialect, raw)
+
+    def _record_info(self, dialect: Dialect, raw: bytes) -> None:
+        """Model, id, finish reason and usage, when this event carries them."""
+        info = dialect.info(raw)
+        if info and self.rec is not None:
+            self.rec.response(**info)
 
     def _merge(self, delta: Delta, now: float) -> list[bytes]:
         key, envelope, text = delta
@@ -125,7 +127,11 @@ class Pipeline:
         if self.coalescer is None or self.dialect is None:  # never: deltas come only when merging
             return []
         pieces = self.coalescer.feed(key, envelope, text, now)
-        if not pieces:
+        return self._frames(pieces) if pieces else []
+
+    def _frames(self, pieces: list[tuple[Envelope, str]]) -> list[bytes]:
+        """Merged pieces as wire frames, each in its first event's envelope."""
+        if self.dialect is None:
             return []
         build = self.dialect.build
         return [build(env, piece) for env, piece in pieces]
@@ -134,17 +140,13 @@ class Pipeline:
         return self.coalescer.deadline() if self.coalescer is not None else None
 
     def tick(self, now: float) -> list[bytes]:
-        if self.coalescer is None or self.dialect is None:
-            return []
-        build = self.dialect.build
-        return [build(env, piece) for env, piece in self.coalescer.tick(now)]
+        return self._frames(self.coalescer.tick(now)) if self.coalescer is not None else []
 
     def flush(self) -> list[bytes]:
         """Everything merged so far, before something that cannot merge, or at the end."""
-        if self.coalescer is None or self.dialect is None:
+        if self.coalescer is None:
             return []
-        build = self.dialect.build
-        out = [build(env, piece) for env, piece in self.coalescer.flush()]
+        out = self._frames(self.coalescer.flush())
         if isinstance(self.dialect, PlainText):
             tail = self.dialect.tail()  # a UTF-8 sequence the stream never finished, as it came
             if tail:

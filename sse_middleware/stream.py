@@ -307,11 +307,16 @@ class Responder(Timed):
         else:
             gate.busy = True
         try:
+            await self._send_held(message)
+        finally:
+            gate.release()
+
+    async def _send_held(self, message: Message) -> None:
+        """The real send, with the gate already held."""
+        try:
             await self._send(message)
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             self._client_gone()
-        finally:
-            gate.release()
 
     async def _nowhere(self) -> None:
         """A write after the end. The app's cancellation should land at its next await *inside* its

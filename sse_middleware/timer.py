@@ -39,7 +39,6 @@ class Timed:
     disconnected: bool
     rec: StreamTelemetry | None
     ending: ErrorInfo | None
-    _send: Any
     _gate: SendGate
     _tg: anyio.abc.TaskGroup | None
     _app_scope: anyio.CancelScope
@@ -48,6 +47,9 @@ class Timed:
         raise NotImplementedError
 
     def _client_gone(self) -> None:
+        raise NotImplementedError
+
+    async def _send_held(self, message: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _end(self, info: ErrorInfo) -> None:
@@ -128,14 +130,12 @@ class Timed:
                     frame = (
                         b"".join(self.pipe.tick(now)) if what is Due.FLUSH else comment(s.heartbeat_comment)
                     )
-                    await self._send({"type": "http.response.body", "body": frame, "more_body": True})
+                    await self._send_held({"type": "http.response.body", "body": frame, "more_body": True})
                     self.clocks.last_write = now
                     if self.rec is not None:
                         self.rec.frame(len(frame))
                         if what is Due.HEARTBEAT:
                             self.rec.heartbeat()
-            except OSError:
-                self._client_gone()
             finally:
                 self._gate.release()
 
