@@ -1,4 +1,4 @@
-"""Micro-benchmark: what sse_middleware.telemetry adds per event, and per stream at its end.
+"""Micro-benchmark: what sse_middleware._telemetry.recorder adds per event, and per stream at its end.
 
 Why both numbers: the budget (<= 1 us/event) is for the hot path, ``chunk()`` + ``frame()``, which runs
 before every forwarded event. ``start()`` and ``end()`` run once per stream, but ``end()`` records one
@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from sse_middleware.telemetry import Telemetry
+from sse_middleware._telemetry.recorder import Telemetry
 
 SCOPE = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": []}
 MODES = ("off", "noop", "sdk", "sdk/8")

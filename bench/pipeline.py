@@ -1,6 +1,6 @@
 """The sans-I/O pipeline alone, on a simulated clock: ``python bench/pipeline.py [RATE ...]``.
 
-No event loop, no server: :class:`sse_middleware.pipeline.Pipeline` is fed the workload's frames at
+No event loop, no server: :class:`sse_middleware._core.pipeline.Pipeline` is fed the workload's frames at
 RATE tok/s of simulated time, and ``tick()`` is called at each coalescing deadline, as the timer would.
 What is left is the per-token cost of framing, the dialect's delta match, the coalescer and the cut at
 each flush, stable to a few % on this machine where server figures move ±20 %. Also times the OpenAI
@@ -20,10 +20,10 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
 sys.path.insert(0, str(ROOT))
 
 from bench.workload import DONE_FRAME, FINISH_FRAME, ROLE_FRAME, TOKEN_FRAMES  # noqa: E402
-from sse_middleware import headers  # noqa: E402
-from sse_middleware.pipeline import Pipeline  # noqa: E402
-from sse_middleware.providers import OpenAIChat  # noqa: E402
-from sse_middleware.settings import StreamingSettings  # noqa: E402
+from sse_middleware._core import headers  # noqa: E402
+from sse_middleware._core.pipeline import Pipeline  # noqa: E402
+from sse_middleware._core.providers import OpenAIChat  # noqa: E402
+from sse_middleware._settings import StreamingSettings  # noqa: E402
 
 
 def per_token(rate: float, coalesce: bool, tokens: int = 6000, streams: int = 6) -> tuple[float, float]:

@@ -3,9 +3,9 @@
 app.add_middleware(StreamingMiddleware)
 """
 
-from .exceptions import ConfigError, SSEMiddlewareError, StreamError
-from .middleware import StreamingMiddleware
-from .settings import StreamingSettings, opt_out, override
+from ._asgi.middleware import StreamingMiddleware
+from ._exceptions import ConfigError, SSEMiddlewareError, StreamError
+from ._settings import StreamingSettings, opt_out, override
 
 __all__ = [
     "ConfigError",

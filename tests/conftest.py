@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .servers import Server, uvicorn
+from .support.servers import Server, uvicorn
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -28,11 +28,11 @@ def restore_signals() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def wrapped() -> Iterator[Server]:
-    with uvicorn("tests.apps:app") as server:
+    with uvicorn("tests.support.apps:app") as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def control() -> Iterator[Server]:
-    with uvicorn("tests.apps:app", {"TEST_WRAP": "0"}) as server:
+    with uvicorn("tests.support.apps:app", {"TEST_WRAP": "0"}) as server:
         yield server

@@ -1,0 +1,95 @@
+"""``StreamingMiddleware``: the one line an app adds. Stateless but for frozen settings; each response
+gets its own :class:`~.responder.Responder`."""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from .._settings import StreamingSettings
+from .._telemetry.recorder import Telemetry
+from .responder import Responder
+from .shutdown import ShutdownWatch
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+Scope = MutableMapping[str, Any]
+
+
+class StreamingMiddleware:
+    """Pure ASGI middleware for token streams: anti-buffering headers, heartbeats, coalescing, error
+    events, graceful shutdown and telemetry, for every ``text/event-stream`` (and text/plain or NDJSON
+    without a Content-Length) response. Everything else passes through untouched.
+
+    ``settings=None`` reads ``SSE_MIDDLEWARE_*`` from the environment (a bad value fails here, at start-up).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        settings: StreamingSettings | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = StreamingSettings.from_env() if settings is None else settings
+        if not isinstance(self.settings, StreamingSettings):
+            raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
+        s = self.settings
+        self.telemetry = Telemetry(
+            tracer_provider,
+            meter_provider,
+            slo_ttft=s.slo_ttft,
+            slo_tpot=s.slo_tpot,
+            gap_sample_every=s.inter_chunk_sample_every,
+        )
+        self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
+        self._drain_at = math.inf
+        self._watch = ShutdownWatch(self.begin_shutdown)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await Responder(self, scope, receive, send).run(self.app)
+        elif kind == "lifespan":
+            await self.app(scope, self._lifespan_receive(receive), send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _lifespan_receive(self, receive: Any) -> Any:
+        async def wrapped() -> dict[str, Any]:
+            message: dict[str, Any] = await receive()
+            if message["type"] == "lifespan.startup":
+                self._watch.stopping = False  # served again (tests, programmatic restarts): a fresh start
+                self._drain_at = math.inf
+            elif message["type"] == "lifespan.shutdown":
+                self.begin_shutdown()  # servers that send this early get the same drain
+            return message
+
+        return wrapped
+
+    def begin_shutdown(self, grace: float | None = None) -> None:
+        """End every open stream within ``grace`` seconds (default ``shutdown_grace``) with a reconnect
+        hint; streams that start later get what is left of it. Called on SIGTERM/SIGINT; call it
+        yourself under a server that stops another way."""
+        self._watch.stopping = True
+        grace = self.settings.shutdown_grace if grace is None else grace
+        self._drain_at = min(self._drain_at, time.monotonic() + grace)
+        for responder in list(self._open):
+            responder.drain(grace)
+
+    def track(self, responder: Responder) -> None:
+        self._open.add(responder)
+        if self._watch.stopping:
+            responder.drain(max(0.0, self._drain_at - time.monotonic()))
+        else:
+            self._watch.install()
+
+    def forget(self, responder: Responder) -> None:
+        self._open.discard(responder)

@@ -1,0 +1,63 @@
+"""Sans-I/O: which of a stream's deadlines comes next, and what is due when the timer wakes.
+
+One timer serves them all (shutdown grace, stall, coalescing window, heartbeat), so the per-token path
+never touches a timer: it only moves ``last_app`` / ``last_write``, and the timer reads them when it wakes.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from .._settings import StreamingSettings
+from . import headers
+from .pipeline import Pipeline
+
+
+class Due(enum.Enum):
+    NOTHING = "nothing"  # woke early (the deadline moved): sleep again
+    SHUTDOWN = "shutdown"  # the shutdown grace is over: end with a reconnect hint
+    STALL = "stall"  # the app said nothing for stall_timeout: end with a timeout error
+    FLUSH = "flush"  # merged text has waited coalesce_max_delay
+    HEARTBEAT = "heartbeat"  # the wire was silent for heartbeat_interval
+    POSTPONE = "postpone"  # a heartbeat is due but the wire is inside a huge event: wait for its end
+
+
+@dataclass(slots=True)
+class Clocks:
+    """The times the deadlines count from (monotonic seconds)."""
+
+    last_write: float = 0.0  # anything written to the client
+    last_app: float = 0.0  # anything the app sent
+    shutdown_at: float = math.inf
+
+
+def next_deadline(s: StreamingSettings, pipe: Pipeline, clocks: Clocks) -> float:
+    deadline = clocks.shutdown_at
+    due = pipe.deadline()
+    if due is not None:
+        deadline = min(deadline, due)
+    if s.heartbeat_interval > 0 and pipe.kind == headers.SSE:
+        deadline = min(deadline, clocks.last_write + s.heartbeat_interval)
+    if s.stall_timeout > 0:
+        deadline = min(deadline, clocks.last_app + s.stall_timeout)
+    return deadline
+
+
+def due(s: StreamingSettings, pipe: Pipeline, clocks: Clocks, now: float) -> Due:
+    """What to do at ``now``, most urgent first."""
+    if now >= clocks.shutdown_at:
+        return Due.SHUTDOWN
+    if s.stall_timeout > 0 and now >= clocks.last_app + s.stall_timeout:
+        return Due.STALL
+    flush_at = pipe.deadline()
+    if flush_at is not None and now >= flush_at:
+        return Due.FLUSH
+    if (
+        s.heartbeat_interval <= 0
+        or pipe.kind != headers.SSE
+        or now < clocks.last_write + s.heartbeat_interval
+    ):
+        return Due.NOTHING
+    return Due.HEARTBEAT if pipe.at_boundary else Due.POSTPONE

@@ -1,0 +1,189 @@
+"""Sans-I/O: one stream's bytes in, frames out. Framing, dialect, coalescing and telemetry bookkeeping.
+
+No awaits and no clock of its own: the responder passes ``now`` and sends what comes back. Whole events
+are forwarded as the app's own bytes objects whenever nothing is merged. A partial event is held until
+its blank line arrives (clients cannot use half an event, and holding it keeps heartbeats and error
+events from landing inside it) unless it grows past ``max_event_bytes``: then it streams through as it
+arrives, and nothing is injected until it ends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._settings import StreamingSettings
+from . import headers
+from .coalesce import Coalescer
+from .dialects import Delta, Dialect, PlainText
+from .errors import ErrorInfo
+from .providers import detect, named
+from .sse import Framer
+from .wire import Envelope
+
+if TYPE_CHECKING:
+    from .._telemetry.recorder import StreamTelemetry
+
+
+class Pipeline:
+    def __init__(self, kind: str, settings: StreamingSettings, rec: StreamTelemetry | None) -> None:
+        self.kind = kind
+        self.rec = rec
+        self._max_event = settings.max_event_bytes
+        self.framer: Framer | None = None
+        self.dialect: Dialect | None = None
+        if kind == headers.SSE:
+            self.framer = Framer()
+            if settings.dialect != "auto":
+                self.dialect = named(settings.dialect)
+        elif kind == headers.TEXT:
+            self.dialect = PlainText()
+        else:
+            self.dialect = Dialect()
+        self.coalescer: Coalescer[Any, Envelope] | None = None
+        if settings.coalesce and (self.dialect is None or self.dialect.merges):
+            self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
+        self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
+        if rec is not None and self.dialect is not None:
+            rec.dialect(self.dialect.provider, self.dialect.operation)
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether a comment or an error event may be written now without landing inside an event."""
+        return not self.mid_event
+
+    def feed(self, body: bytes, now: float) -> list[bytes]:
+        """App bytes -> frames to send now."""
+        framer = self.framer
+        if framer is None:  # text/plain or NDJSON
+            if self.coalescer is None:
+                if self.rec is not None:
+                    self.rec.chunk(now, True)
+                return [body]
+            try:
+                delta = self.dialect.delta(body) if self.dialect is not None else None
+            except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
+                out = self.flush()
+                self.coalescer = None
+                out.append(body)
+                return out
+            return self._merge(delta, now) if delta is not None else [body]
+        blob = framer.feed(body)
+        if self.mid_event or framer.pending > self._max_event:
+            # Too large to hold (or already half on the wire): forward as it arrives, merge nothing.
+            rest = framer.take()
+            self.mid_event = bool(rest)
+            out = self.flush()
+            out.append(blob + rest)
+            if self.rec is not None:
+                self.rec.chunk(now, True)
+            return out
+        if not blob:
+            return []
+        dialect = self.dialect or self._detect(blob)
+        if dialect is None:
+            return [blob]
+        if self.coalescer is None:
+            self._observe(dialect, blob, now)
+            return [blob]
+        out = []
+        for raw in _events(blob):
+            delta = dialect.delta(raw)
+            if delta is not None:
+                out.extend(self._merge(delta, now))
+            else:
+                out.extend(self.flush())
+                out.append(raw)
+                self._observe(dialect, raw, now)
+        return out
+
+    def _detect(self, blob: bytes) -> Dialect | None:
+        dialect = self.dialect = detect(blob)
+        if dialect is None:
+            return None
+        if not dialect.merges:
+            self.coalescer = None
+        if self.rec is not None:
+            self.rec.dialect(dialect.provider, dialect.operation)
+            self._record_info(dialect, blob)
+        return dialect
+
+    def _observe(self, dialect: Dialect, raw: bytes, now: float) -> None:
+        rec = self.rec
+        if rec is not None:
+            rec.chunk(now, dialect.content(raw))
+            if dialect.wants_info(raw):
+                self._record_info(dialect, raw)
+
+    def _record_info(self, dialect: Dialect, raw: bytes) -> None:
+        """Model, id, finish reason and usage, when this event carries them."""
+        info = dialect.info(raw)
+        if info and self.rec is not None:
+            self.rec.response(**info)
+
+    def _merge(self, delta: Delta, now: float) -> list[bytes]:
+        key, envelope, text = delta
+        if self.rec is not None:
+            self.rec.chunk(now, True)
+        if self.coalescer is None or self.dialect is None:  # never: deltas come only when merging
+            return []
+        pieces = self.coalescer.feed(key, envelope, text, now)
+        return self._frames(pieces) if pieces else []
+
+    def _frames(self, pieces: list[tuple[Envelope, str]]) -> list[bytes]:
+        """Merged pieces as wire frames, each in its first event's envelope."""
+        if self.dialect is None:
+            return []
+        build = self.dialect.build
+        return [build(env, piece) for env, piece in pieces]
+
+    def deadline(self) -> float | None:
+        return self.coalescer.deadline() if self.coalescer is not None else None
+
+    def tick(self, now: float) -> list[bytes]:
+        return self._frames(self.coalescer.tick(now)) if self.coalescer is not None else []
+
+    def flush(self) -> list[bytes]:
+        """Everything merged so far, before something that cannot merge, or at the end."""
+        if self.coalescer is None:
+            return []
+        out = self._frames(self.coalescer.flush())
+        if isinstance(self.dialect, PlainText):
+            tail = self.dialect.tail()  # a UTF-8 sequence the stream never finished, as it came
+            if tail:
+                out.append(tail)
+        return out
+
+    def close(self) -> list[bytes]:
+        """The app's body ended: everything held goes out, an unterminated last event as it was sent."""
+        out = self.flush()
+        if self.framer is not None and self.framer.pending:
+            out.append(self.framer.take())
+        return out
+
+    def error_frame(self, info: ErrorInfo) -> bytes | None:
+        """The error event in this stream's dialect; None when the format has no in-band channel.
+
+        A partial event the app never finished is dropped first: its client would discard it anyway,
+        and it must not swallow the error event's lines.
+        """
+        if self.kind != headers.SSE or self.mid_event:
+            return None
+        if self.framer is not None:
+            self.framer.take()
+        return (self.dialect or Dialect()).error_event(info)
+
+
+def _events(blob: bytes) -> list[bytes]:
+    """Whole raw events of a blob that ends on a boundary (extra blank lines ride with the event before)."""
+    if 13 in blob or blob.count(b"\n\n") == 1:  # 13: CR (an int needle is a memchr)
+        return [blob]  # the usual single event; CR-framed streams are forwarded whole, never merged
+    parts = blob.split(b"\n\n")
+    out: list[bytes] = []
+    for part in parts[:-1]:
+        if part.strip(b"\n") or not out:
+            out.append(part + b"\n\n")
+        else:
+            out[-1] += part + b"\n\n"
+    if parts[-1]:
+        out[-1] += parts[-1]
+    return out

@@ -1,0 +1,248 @@
+"""Every example runs as its docstring says (``python examples/X.py --port N``) and streams to real clients.
+
+Each test starts the example as a subprocess on a free 127.0.0.1 port and talks to it with the official
+SDK where there is one (openai, anthropic) and httpx + httpx-sse otherwise. Controls: the lab serves the
+same model app with and without the middleware, so the raw variant must lack what the middleware adds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+from httpx_sse import connect_sse
+
+from ..support.otlp_receiver import OTLPReceiver, attributes
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+class _Example(str):
+    """A running example: its base URL (the string itself) and what it printed so far."""
+
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def _start_example(script: str, env: dict[str, str] | None = None) -> Iterator[_Example]:
+    """Run ``python examples/<script> --port N``; yield its base URL once it listens and has said so."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    environ = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in (environ.get("PYTHONPATH"), str(ROOT)) if p)
+    environ.update(env or {})
+    log = Path(tempfile.mkstemp(prefix=f"{script}-", suffix=".log")[1])
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLES / script), "--port", str(port)], cwd=ROOT,
+                                env=environ, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{script} exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{script} did not start:\n{log.read_text(errors='replace')}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            time.sleep(0.05)
+        assert url in log.read_text(errors="replace"), "the example must print its address"
+        example = _Example(url)
+        example.log = log
+        yield example
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.unlink(missing_ok=True)
+
+
+def _stream_headers(url: str, **kwargs: object) -> httpx.Headers:
+    with httpx.stream("POST", url, timeout=30, **kwargs) as response:  # type: ignore[arg-type]
+        response.read()
+        assert response.status_code == 200
+        return response.headers
+
+
+def test_fastapi_openai_streams_to_the_openai_sdk() -> None:
+    with _start_example("fastapi_openai.py") as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        stream = client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "what is TTFT?"}], stream=True)
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        assert text.startswith("You asked: “what is TTFT?”")
+        assert text.endswith("✅")
+        body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        headers = _stream_headers(f"{url}/v1/chat/completions", json=body)
+        assert headers["x-accel-buffering"] == "no"
+        assert "no-transform" in headers["cache-control"]
+        # Control: the non-streaming answer is a plain JSON response, left alone by the middleware.
+        reply = httpx.post(f"{url}/v1/chat/completions", json={**body, "stream": False}, timeout=30)
+        assert reply.json()["choices"][0]["message"]["content"].startswith("You asked: “hi”")
+        assert "x-accel-buffering" not in reply.headers
+
+
+def test_starlette_plain_streams_events_and_reports_failure_as_an_event() -> None:
+    text = "Server-Sent Events are plain HTTP: one long response, one event per message. "
+    with _start_example("starlette_plain.py") as url, httpx.Client(timeout=30) as client:
+        with connect_sse(client, "GET", f"{url}/stream") as source:
+            assert source.response.headers["x-accel-buffering"] == "no"
+            events = list(source.iter_sse())
+        assert "".join(json.loads(e.data)["text"] for e in events if e.event == "message") == text
+        assert events[-1].event == "done"
+
+        with connect_sse(client, "GET", f"{url}/stream?fail=1") as source:
+            events = list(source.iter_sse())
+        assert events[0].event == "message", "some text arrived before the failure"
+        assert events[-1].event == "error"
+        error = json.loads(events[-1].data)["error"]
+        assert error["message"]
+        assert "password" not in events[-1].data, "an unexpected exception's own text never reaches clients"
+        assert "done" not in {e.event for e in events}
+
+
+def test_fastapi_native_sse_streams_and_sends_stream_error_verbatim() -> None:
+    with _start_example("fastapi_native_sse.py") as url, httpx.Client(timeout=30) as client:
+        with connect_sse(client, "GET", f"{url}/tokens") as source:
+            headers = source.response.headers
+            events = list(source.iter_sse())
+        text = "".join(json.loads(e.data)["text"] for e in events if e.event == "token")
+        assert text == "FastAPI encodes every yielded item as one Server-Sent Event. "
+        assert events[-1].event == "done"
+        assert headers["x-accel-buffering"] == "no"
+        # FastAPI itself sends "no-cache"; no-transform (which keeps gzip proxies off) is the middleware's.
+        assert "no-transform" in headers["cache-control"]
+
+        with connect_sse(client, "GET", f"{url}/tokens?fail=1") as source:
+            events = list(source.iter_sse())
+        assert events[-1].event == "error"
+        assert "the model is overloaded, try again in a minute" in events[-1].data
+
+
+def test_relay_streams_anthropic_and_openai_from_the_local_fake_upstream() -> None:
+    with _start_example("relay.py") as url:
+        claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+        with claude.messages.stream(model="claude-fake", max_tokens=100,
+                                    messages=[{"role": "user", "content": "hi"}]) as stream:
+            text = "".join(stream.text_stream)
+        assert text.startswith("Relayed token by token from upstream")
+        assert text.strip().endswith("✅")
+
+        gpt = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        chunks = gpt.chat.completions.create(model="gpt-fake", messages=[{"role": "user", "content": "hi"}],
+                                             stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).strip().endswith("✅")
+
+        body = {"model": "claude-fake", "max_tokens": 100, "stream": True,
+                "messages": [{"role": "user", "content": "hi"}]}
+        assert _stream_headers(f"{url}/v1/messages", json=body)["x-accel-buffering"] == "no"
+
+
+FAST = {"ttft": 0.05, "tpot": 0.002, "jitter": 0.0}
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[_Example]:
+    with _start_example("lab.py") as url:
+        yield url
+
+
+def test_lab_serves_its_page(lab: _Example) -> None:
+    page = httpx.get(lab, timeout=10)
+    assert page.status_code == 200 and "/static/lab.js" in page.text
+    for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
+        assert httpx.get(f"{lab}/static/{asset}", timeout=10).status_code == 200
+    scenarios = httpx.get(f"{lab}/api/config", timeout=10).json()["scenarios"]
+    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure"}
+
+
+def test_lab_model_through_the_middleware_and_raw(lab: _Example) -> None:
+    mw = openai.OpenAI(base_url=f"{lab}/mw/v1", api_key="unused", max_retries=0)
+    raw = openai.OpenAI(base_url=f"{lab}/raw/v1", api_key="unused", max_retries=0)
+    short = (EXAMPLES / "lab_answers" / "short.md").read_text(encoding="utf-8")
+    for client in (mw, raw):
+        stream = client.chat.completions.create(model="lab-sim", messages=[{"role": "user", "content": "hi"}],
+                                                stream=True, extra_body={"scenario": "short", **FAST})
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == short
+
+    body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
+    assert _stream_headers(f"{lab}/mw/v1/chat/completions", json=body)["x-accel-buffering"] == "no"
+    assert "x-accel-buffering" not in _stream_headers(f"{lab}/raw/v1/chat/completions", json=body)
+
+    # A crash mid-answer: an error the SDK understands through the middleware, a broken stream without.
+    failing = {"scenario": "failure", **FAST}
+    with pytest.raises(openai.APIError) as caught:
+        for _ in mw.chat.completions.create(model="lab-sim", messages=[], stream=True, extra_body=failing):
+            pass
+    assert not isinstance(caught.value, openai.APIConnectionError), "an error event, not a broken connection"
+    assert caught.value.message
+    with pytest.raises(openai.APIConnectionError):  # raw: a crash looks exactly like a network failure
+        for _ in raw.chat.completions.create(model="lab-sim", messages=[], stream=True, extra_body=failing):
+            pass
+
+
+def test_lab_tool_call_silence_is_kept_alive_by_heartbeats(lab: _Example) -> None:
+    body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "tool", **FAST}
+    with httpx.Client(timeout=30) as client:
+        pings = {}
+        for variant in ("mw", "raw"):
+            with client.stream("POST", f"{lab}/{variant}/v1/chat/completions", json=body) as response:
+                lines = list(response.iter_lines())
+            pings[variant] = sum(1 for line in lines if line.startswith(":"))
+            assert "data: [DONE]" in lines
+        assert pings["mw"] >= 2, "a 4 s silence with a 1 s heartbeat interval"
+        assert pings["raw"] == 0
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("timed out")
+        time.sleep(0.1)
+
+
+def test_lab_prints_spans_and_metrics_to_the_console(lab: _Example) -> None:
+    body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
+    _stream_headers(f"{lab}/mw/v1/chat/completions", json=body)
+    _wait_for(lambda: "[otel span]" in lab.output())
+    span_line = next(line for line in lab.output().splitlines() if line.startswith("[otel span]"))
+    assert "gen_ai.response.time_to_first_chunk" in span_line
+
+
+def test_lab_exports_over_otlp_http_when_configured() -> None:
+    body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
+    with OTLPReceiver() as rx:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+        with _start_example("lab.py", env) as url:
+            _stream_headers(f"{url}/mw/v1/chat/completions", json=body)
+            _stream_headers(f"{url}/raw/v1/chat/completions", json=body)  # control: no middleware, no span
+            _wait_for(lambda: bool(rx.spans()) and any(m.name == "gen_ai.server.time_to_first_token"
+                                                        for m in rx.metrics()))
+            time.sleep(1)  # let a span for the raw stream arrive, if one (wrongly) would
+            assert "[otel span]" not in url.output(), "OTLP replaces the console"
+        spans = rx.spans()
+        assert len(spans) == 1
+        assert attributes(spans[0])["url.path"] == "/mw/v1/chat/completions"
+        assert "gen_ai.response.time_to_first_chunk" in attributes(spans[0])

@@ -1,0 +1,210 @@
+"""The lab as a person sees it: headless Chromium loads the page, runs scenarios and reads the screen.
+
+The three panels are the controls for each other: the same model, the same seed, the same clock; only
+the transport differs (buffered JSON, raw SSE, SSE through the middleware). ``LAB_SCREENSHOT=docs/lab.png``
+refreshes the README's screenshot.
+Chromium is Debian's (``/usr/bin/chromium``, or ``LAB_CHROMIUM``); missing, it is a failure under
+``CI=true`` and a skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+# The README's picture is refreshed on request (LAB_SCREENSHOT=docs/lab.png); a plain run leaves the
+# tree clean and writes to a temporary file, still proving the screenshot can be taken.
+SCREENSHOT = Path(os.environ.get("LAB_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-lab.png")
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is missing (CI must install it)")
+    pytest.skip(f"{what} is missing")
+
+
+@contextlib.contextmanager
+def _start_server() -> Iterator[str]:
+    """``python examples/lab.py --port N`` on a free port; yields the base URL once it listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    log = Path(tempfile.mkstemp(prefix="lab-", suffix=".log")[1])
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "lab.py"), "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the lab did not start:\n{log.read_text(errors='replace')}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def lab_url() -> Iterator[str]:
+    with _start_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        _missing(f"chromium at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, lab_url: str) -> Iterator[Page]:
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(lab_url)
+    page.wait_for_selector("body[data-run=ready]")
+    yield page
+    page.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+# Records any moment a panel showed markup a person should never see: a literal fence or math marker.
+WATCH_LITERALS = """() => {
+  window.__literals = [];
+  const check = () => document.querySelectorAll(".panel").forEach((p) => {
+    const text = p.querySelector(".content").innerText;
+    if (/```|~~~|\\$\\$/.test(text)) window.__literals.push([p.dataset.panel, text.slice(-80)]);
+  });
+  new MutationObserver(check).observe(document.getElementById("panels"),
+    { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def run_scenario(page: Page, scenario: str, **knobs: float) -> None:
+    page.click(f"#scenarios button[data-name={scenario}]")
+    for name, value in knobs.items():
+        page.fill(f"#{name}", str(value))
+    page.evaluate(WATCH_LITERALS)
+    page.click("#run")
+
+
+def wait_finished(page: Page) -> None:
+    page.wait_for_selector("body[data-run=finished]", timeout=60_000)
+
+
+def metric(page: Page, panel: str, name: str) -> str:
+    return page.inner_text(f'[data-panel="{panel}"] [data-metric="{name}"]')
+
+
+def seconds(text: str) -> float:
+    match = re.match(r"([\d.]+) s", text)
+    assert match, f"not a time: {text!r}"
+    return float(match.group(1))
+
+
+def content(page: Page, panel: str) -> str:
+    return page.inner_text(f'[data-panel="{panel}"] .content').strip()
+
+
+def scrub_to(page: Page, t: float) -> None:
+    page.evaluate("""(t) => {
+      const s = document.getElementById("scrub");
+      s.value = Math.round((t / lab.tEnd) * 1000);
+      s.dispatchEvent(new Event("input"));
+    }""", t)
+
+
+def test_report_streams_first_coalesced_and_replays(page: Page) -> None:
+    run_scenario(page, "report", tpot=10)
+    page.wait_for_function("document.querySelector('[data-panel=mw] .content').innerText.trim().length > 0")
+    first: dict[str, Any] = page.evaluate("""() => Object.fromEntries(["buffered", "mw"].map((id) =>
+      [id, document.querySelector(`[data-panel=${id}] .content`).innerText.trim()]))""")
+    assert first["mw"], "text is on screen in the middleware panel"
+    assert first["buffered"] == "", "while the non-streaming panel still shows nothing"
+    wait_finished(page)
+
+    for panel in ("buffered", "raw", "mw"):
+        assert page.get_attribute(f'[data-panel="{panel}"]', "data-state") == "done"
+    assert content(page, "mw") == content(page, "buffered") == content(page, "raw"), "same answer, three ways"
+    tokens = int(metric(page, "mw", "tokens"))
+    mw_frames, raw_frames = int(metric(page, "mw", "frames")), int(metric(page, "raw", "frames"))
+    assert tokens > 300
+    assert mw_frames < tokens / 2, f"coalescing: {mw_frames} frames for {tokens} tokens"
+    assert raw_frames > mw_frames, "control: without the middleware, about one frame per token"
+    assert seconds(metric(page, "mw", "felt")) * 3 < seconds(metric(page, "buffered", "felt"))
+    assert page.evaluate("window.__literals") == [], "no literal ``` or $$ was ever on screen"
+
+    # The scrubber shows any instant again: just after the first token, only the streamed panels have text.
+    ttft = page.evaluate("lab.panels.find((p) => p.spec.id === 'mw').s.ttft")
+    scrub_to(page, ttft + 0.2)
+    assert content(page, "mw") and content(page, "raw") and content(page, "buffered") == ""
+    # For the screenshot: the middle of the code block, written while the buffered panel still waits.
+    t_code = page.evaluate("""() => {
+      const p = lab.panels.find((x) => x.spec.id === "mw");
+      const at = p.text.indexOf("first = first or now");
+      return p.snaps.find((s) => s.len >= at).t;
+    }""")
+    scrub_to(page, t_code)
+    assert "writing…" in page.inner_text('[data-panel="mw"] .code-head'), "an open fence is code in progress"
+    assert content(page, "buffered") == ""
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+def test_failure_mid_answer_shows_an_error_not_a_hang(page: Page) -> None:
+    run_scenario(page, "failure", ttft=0.3, tpot=8)
+    wait_finished(page)
+    for panel in ("buffered", "raw", "mw"):
+        assert page.get_attribute(f'[data-panel="{panel}"]', "data-state") == "error"
+    mw_error = page.inner_text('[data-panel="mw"] .error')
+    assert "Error event from the server" in mw_error
+    assert content(page, "mw"), "the text that arrived before the failure stays on screen"
+    raw_error = page.inner_text('[data-panel="raw"] .error')
+    assert "Connection dropped" in raw_error, "control: raw, the client gets no explanation"
+    assert "HTTP 500" in page.inner_text('[data-panel="buffered"] .error')
+    assert page.locator("#log .log-err").filter(has_text='{"error"').count() >= 1
+
+
+def test_tool_call_silence_shows_heartbeats(page: Page) -> None:
+    run_scenario(page, "tool", ttft=0.3, tpot=8)
+    wait_finished(page)
+    assert int(metric(page, "mw", "heartbeats")) >= 2, "a 4 s silence with a 1 s heartbeat interval"
+    assert int(metric(page, "raw", "heartbeats")) == 0, "control: no heartbeats without the middleware"
+    assert page.locator("#log .log-hb").filter(has_text=": ping").count() >= 2
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "done"
