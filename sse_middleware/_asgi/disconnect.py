@@ -1,91 +1,80 @@
-"""Seeing a client leave, under both ASGI spec versions, without taking the app's messages.
+"""Seeing a client leave without changing what the app sees on ``receive``.
 
-ASGI >= 2.4 servers raise ``OSError`` from ``send`` (the responder handles that); uvicorn declares 2.3,
-where a ``send`` to a gone client silently does nothing, so the only sign is ``http.disconnect`` on
-``receive``. Many apps never call ``receive`` once they stream, so we listen ourselves, but only once the
-app can no longer want a body message from it; anything else we read is kept for the app. Only one
-``receive`` is ever in flight: some servers (granian) answer a second, concurrent one with a false
-``http.disconnect``.
+The app's ``receive`` must behave exactly as the server's: same messages, same timing, and no await of
+ours before the server's own. Starlette's ``Request.is_disconnected()`` calls ``receive()`` inside an
+already-cancelled scope and expects an answer, which only works if nothing before the server's call is a
+checkpoint (a lock's acquire is one).
+
+Under ASGI spec < 2.4 (uvicorn, hypercorn, granian) a ``send`` to a client that left silently does
+nothing, so the only sign is ``http.disconnect`` on ``receive``. Most apps listen themselves (Starlette's
+``StreamingResponse``, sse-starlette); a raw generator may never call ``receive`` once it streams, so the
+responder may start :meth:`ClientWatch.listen` while the app is not listening. Only one ``receive`` is ever
+in flight: some servers (granian) answer a second, concurrent one with a false ``http.disconnect``. An app
+that calls ``receive`` while our listener waits gets the listener's answer; whatever the listener read is
+kept for the app, disconnects included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
-from typing import Any
-
 import anyio
-import anyio.abc
 
-from .._core.headers import has_request_body
-
-Message = dict[str, Any]
+from .._types import Message, Receive
 
 
 class ClientWatch:
-    def __init__(self, receive: Any, scope: MutableMapping[str, Any], on_gone: Callable[[], None]) -> None:
+    __slots__ = ("_in_flight", "_receive", "_stash", "_waiting", "body_read", "gone")
+
+    def __init__(self, receive: Receive, has_body: bool) -> None:
         self._receive = receive
-        self._scope = scope
-        self._on_gone = on_gone
         self._stash: list[Message] = []
-        self._body_read = False
-        self._listening = False
-        self._listen_scope = anyio.CancelScope()
-        self._one_at_a_time = anyio.Lock()
-        self._app_waiting = 0  # the app is in receive() (Starlette's StreamingResponse listens itself)
-        self.gone = False
+        self._in_flight: anyio.Event | None = None  # set when our listener's receive returns or stops
+        self._waiting = 0  # the app is inside receive(): it listens itself
+        self.body_read = not has_body
+        self.gone = False  # an http.disconnect was seen, by the app or by us
+
+    @property
+    def app_listening(self) -> bool:
+        return self._waiting > 0
 
     async def receive(self) -> Message:
-        """The app's ``receive``: what we kept for it first, then the server's messages, observed."""
-        # Counted from the call, not from inside the lock: the lock's acquire yields, and an app on its
-        # way into receive (Starlette's disconnect listener, between two calls) is already listening.
-        self._app_waiting += 1
+        """The app's ``receive``: what our listener read first, else the server's own call, observed."""
+        self._waiting += 1
         try:
-            async with self._one_at_a_time:
+            while self._stash or self._in_flight is not None:
                 if self._stash:
                     return self._stash.pop(0)
-                if self.gone:
-                    return {"type": "http.disconnect"}
-                message: Message = await self._receive()
+                if self._in_flight is not None:
+                    await self._in_flight.wait()  # the server's call is pending anyway: share its answer
+            message: Message = await self._receive()
         finally:
-            self._app_waiting -= 1
+            self._waiting -= 1
         self._observe(message)
         return message
 
     def _observe(self, message: Message) -> None:
-        if message["type"] == "http.disconnect":
-            if not self.gone:
-                self.gone = True
-                self._listen_scope.cancel()
-                self._on_gone()
-        elif message["type"] == "http.request" and not message.get("more_body", False):
-            self._body_read = True
+        kind = message["type"]
+        if kind == "http.disconnect":
+            self.gone = True
+        elif kind == "http.request" and not message.get("more_body", False):
+            self.body_read = True
 
     def can_listen(self) -> bool:
-        """Whether to start our own listener: not while the app waits in ``receive`` itself (it will see
-        the disconnect through us, and a second task per stream costs ~3 KiB), nor while it may still
-        want a body message."""
-        if self._listening or self._app_waiting or self.gone:
-            return False
-        return self._body_read or not has_request_body(self._scope.get("headers", ()))
+        """Whether our listener may read ``receive`` now: the app is not listening itself and cannot want
+        a body message from it any more."""
+        return self.body_read and not self.gone and not self._waiting and self._in_flight is None
 
-    def listen(self, tg: anyio.abc.TaskGroup) -> None:
-        """Start watching ``receive`` in ``tg`` (check :meth:`can_listen` first)."""
-        self._listening = True
-        tg.start_soon(self._listen)
-
-    async def _listen(self) -> None:
-        if self._app_waiting:  # the app went back into receive since we were started: it listens itself
-            self._listening = False
-            return
-        with self._listen_scope:
-            while not self.gone:
-                async with self._one_at_a_time:
-                    if self.gone:
-                        return
-                    message: Message = await self._receive()
-                self._observe(message)
-                if message["type"] != "http.disconnect":
-                    self._stash.append(message)  # the app's, should it ask: we only watch
-
-    def stop(self) -> None:
-        self._listen_scope.cancel()
+    async def listen(self) -> bool:
+        """Read ``receive`` until a disconnect (True) or until the app listens itself (False). Anything
+        read is kept for the app. Check :meth:`can_listen` first."""
+        while not self.gone:
+            if self._waiting:
+                return False
+            in_flight = self._in_flight = anyio.Event()
+            try:
+                message: Message = await self._receive()
+            finally:
+                self._in_flight = None
+                in_flight.set()
+            self._stash.append(message)
+            self._observe(message)
+        return True

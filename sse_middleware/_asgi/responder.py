@@ -2,21 +2,23 @@
 
 The app runs in the task that called the middleware (so contextvars such as the current span behave as
 without us); the only child tasks are the timer, which serves every deadline (coalescing, heartbeat,
-stall, shutdown) and is started only once there is a deadline to serve, and, once the request body is
-read, a listener for ``http.disconnect``. One lock guards the real ``send``. Bytes go out by awaiting
-the real ``send`` inside the app's ``send``: no queue, so back-pressure reaches the app.
+stall, shutdown) and is started only once there is a deadline to serve, and a listener for
+``http.disconnect`` while the app does not listen itself. One flag guards the real ``send``. Bytes go out
+by awaiting the real ``send`` inside the app's ``send``: no queue, so back-pressure reaches the app.
 
-A client that leaves (``http.disconnect`` on ``receive``, or ``send`` raising ``OSError``) cancels the
-app's scope: its generator stops at its next await and its ``finally`` blocks run; nothing is logged as
-an error, because nothing went wrong on the server.
+The app's time is the app's. The middleware ends the app only while it owns a live stream and either
+the client is gone in a way the app cannot see (our own listener read the ``http.disconnect``), or a
+stall or shutdown deadline passed. Before the start, on pass-through responses and HEAD, after the final
+body (background tasks, dependency cleanup), and whenever the app hears of a disconnect itself (from its
+``receive``, or from ``send`` raising ``OSError`` under ASGI >= 2.4), it runs exactly as without us.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
-from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +31,7 @@ from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Phase, move, raise_collapsed
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings, effective
+from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
 from .gate import SendGate
 from .timer import FINALIZE_SECONDS, Timed
@@ -40,7 +43,6 @@ if TYPE_CHECKING:
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-Message = dict[str, Any]
 _LIVE = (Phase.STREAMING, Phase.ENDING)
 
 
@@ -51,7 +53,8 @@ class Responder(Timed):
         "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
         "_app_scope",
         "_gate",
-        "_late",
+        "_listen_scope",
+        "_may_listen",
         "_send",
         "_tg",
         "_trailers",
@@ -61,6 +64,7 @@ class Responder(Timed):
         "ending",
         "failure",
         "mw",
+        "ours",
         "phase",
         "pipe",
         "rec",
@@ -70,9 +74,7 @@ class Responder(Timed):
         "started_ns",
     )
 
-    def __init__(
-        self, mw: StreamingMiddleware, scope: MutableMapping[str, Any], receive: Any, send: Any
-    ) -> None:
+    def __init__(self, mw: StreamingMiddleware, scope: Scope, receive: Receive, send: Send) -> None:
         self.mw = mw
         self.scope = scope
         self.settings: StreamingSettings = mw.settings
@@ -86,18 +88,21 @@ class Responder(Timed):
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
         self.failure: Exception | None = None
         self.disconnected = False
-        self._watch = ClientWatch(receive, scope, self._client_gone)
+        self.ours = False  # the middleware ended the stream and cancelled the app: its writes go nowhere
+        self._watch = ClientWatch(receive, headers.has_request_body(scope.get("headers", ())))
+        self._listen_scope: anyio.CancelScope | None = None
+        self._may_listen = False  # set when a stream starts under a server that reports no disconnect on send
         self._gate = SendGate()
         self._trailers = False  # the start declared trailers: the server waits for them
-        self._late = 0  # writes after the end
         self._init_timer()
         self._app_scope = anyio.CancelScope()
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- the host task -------------------------------------------------------------------------------
 
-    async def run(self, app: Any) -> None:
+    async def run(self, app: ASGIApp) -> None:
         cancelled = False
+        escaped: Exception | None = None  # the app's, raised where it would have been without us
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -105,9 +110,10 @@ class Responder(Timed):
                     try:
                         await app(self.scope, self.receive, self.send)
                     except Exception as exc:
-                        if self.phase not in _LIVE:
-                            raise
-                        self.failure = exc
+                        if self.phase in _LIVE:
+                            self.failure = exc
+                        else:  # not through the task group, which would wrap or copy it
+                            escaped = exc
                     except anyio.get_cancelled_exc_class():
                         await self._cancelled_from_outside()
                         raise
@@ -125,6 +131,8 @@ class Responder(Timed):
             if self.rec is not None:  # ends once; here in case a last write was cut short
                 self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
             self.mw.forget(self)
+        if escaped is not None:
+            raise escaped
 
     async def _cancelled_from_outside(self) -> None:
         """The server stopped waiting (uvicorn's ``--timeout-graceful-shutdown``): send the reconnect event
@@ -158,10 +166,12 @@ class Responder(Timed):
             else:
                 out.append(frame)
         self.phase = Phase.ENDED
+        self.ours = True
         error_type = errors.error_type_name(self.failure) if self.failure else info.type if info else None
-        await self._last_write(
-            b"".join(out), complete=complete, error_type=error_type, exception=self.failure
-        )
+        with contextlib.suppress(OSError):  # the client left as we said goodbye (ASGI >= 2.4)
+            await self._last_write(
+                b"".join(out), complete=complete, error_type=error_type, exception=self.failure
+            )
 
     async def _last_write(self, data: bytes, *, complete: bool, **end: Any) -> None:
         """The final body. Telemetry ends first: a tracing middleware around us ends its span when it sees
@@ -179,14 +189,15 @@ class Responder(Timed):
                 )
 
     def _stop_children(self) -> None:
-        self._watch.stop()
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()
         if self._sleep is not None:
             self._sleep.cancel()
 
     def _error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
-    # -- receive: the app's, watched for a disconnect (see disconnect.py) ----------------------------
+    # -- receive: the app's, exactly the server's (see disconnect.py) --------------------------------
 
     async def receive(self) -> Message:
         try:
@@ -195,76 +206,113 @@ class Responder(Timed):
             if self.clocks.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
                 await self._cancelled_from_outside()
             raise
-        self._start_listening()  # the app read its body, or stopped listening itself
+        if self.phase is Phase.STREAMING:
+            if message["type"] == "http.disconnect":
+                self._client_left(cancel_app=False)  # the app heard it: what it does next is its own
+            else:
+                self._start_listening()  # the app read its body, or stopped listening itself
         return message
 
     def _start_listening(self) -> None:
-        if self._tg is not None and self.phase is Phase.STREAMING and self._watch.can_listen():
-            self._watch.listen(self._tg)
+        if (
+            self._may_listen
+            and self._tg is not None
+            and self._listen_scope is None
+            and self._watch.can_listen()
+        ):
+            self._listen_scope = anyio.CancelScope()
+            self._tg.start_soon(self._listen, self._listen_scope)
 
-    def _client_gone(self) -> None:
-        if not self.disconnected:
-            self.disconnected = True
-            self._app_scope.cancel()
-            self._stop_children()
+    async def _listen(self, scope: anyio.CancelScope) -> None:
+        gone = False
+        with scope:
+            gone = await self._watch.listen()
+        self._listen_scope = None
+        if gone:  # the app did not hear it (unless it came back to receive() meanwhile): end it
+            self._client_left(cancel_app=not self._watch.app_listening)
+
+    def _client_left(self, *, cancel_app: bool) -> None:
+        """The client is gone. The stream ends here; the app is cancelled only if it cannot know."""
+        if self.disconnected:
+            return
+        self.disconnected = True
+        if self.phase is Phase.CLOSING:  # the app's last write failed (ASGI >= 2.4): it hears it there
+            self.phase = move(self.phase, Phase.ENDED)
+            self.mw.forget(self)
+        if self.phase is not Phase.STREAMING:
+            return
+        self._stop_children()
+        if cancel_app:
+            self.phase = move(self.phase, Phase.ENDING)
+            self.ours = True
+            self._app_scope.cancel()  # the host finishes the stream's bookkeeping
+        else:
+            self.phase = move(self.phase, Phase.ENDED)
+            if self.rec is not None:
+                self.rec.end(time.monotonic(), client_disconnected=True)
+            self.mw.forget(self)
 
     # -- send: what the app writes -------------------------------------------------------------------
 
     async def send(self, message: Message) -> None:
-        if self.phase is Phase.PASSING:
+        phase = self.phase
+        if phase is Phase.PASSING:
             await self._send(message)
             return
         kind = message["type"]
-        if kind == "http.response.body" and self.phase is Phase.STREAMING:
-            await self._body(message)
-        elif kind == "http.response.start" and self.phase is Phase.WAITING:
-            await self._start(message)
-        elif kind == "http.response.start" and self.phase is Phase.STREAMING:
-            raise RuntimeError("a second http.response.start: the response already started")
-        elif self.phase is Phase.STREAMING:
-            if self.pipe is not None:
-                await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
-            await self._raw_send(message)  # extensions go through, after what we merged
-        elif self.phase is Phase.WAITING:
-            await self._send(message)  # e.g. a body before the start: the server decides
-        elif kind == "http.response.trailers" and self._trailers:
-            self._trailers = bool(message.get("more_trailers", False))
-            await self._raw_send(message)
-        else:  # the stream is over: late writes go nowhere (said once, unless we ended it)
-            if self._late == 0 and self.ending is None and self.failure is None and not self.disconnected:
-                logger.warning("the app sent %s after its final body; dropped", kind)
-            await self._nowhere()
+        if phase is Phase.STREAMING:
+            if kind == "http.response.body":
+                await self._body(message)
+            elif kind == "http.response.start":
+                raise RuntimeError("a second http.response.start: the response already started")
+            else:  # extensions go through, after what we merged
+                if self.pipe is not None:
+                    await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
+                await self._raw_send(message)
+        elif phase is Phase.WAITING:
+            if kind == "http.response.start":
+                await self._start(message)
+            else:
+                await self._send(message)  # e.g. a body before the start: the server decides
+        elif self.ours:
+            await self._nowhere()  # we ended the stream and cancelled the app: it stops at its next await
+        else:  # after its own final body, or a disconnect it heard: the server's business, as without us
+            if self.disconnected:
+                # uvicorn's send to a gone client returns without a checkpoint: a generator that awaits
+                # nothing else would spin forever, deaf to its own (Starlette's) cancellation.
+                await anyio.lowlevel.checkpoint()
+            await self._send(message)
 
     async def _start(self, message: Message) -> None:
-        settings = effective(self.settings, self.scope)
-        if settings is None:  # opted out
+        settings = effective(self.settings, self.scope)  # a bad override: the app's error, before the start
+        kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
+        if kind is None or settings is None:
             self.phase = move(self.phase, Phase.PASSING)
             await self._send(message)
             return
+        start = {**message, "headers": headers.stream_headers(message.get("headers", ()))}
+        if self.scope.get("method") == "HEAD":  # no body will go out: the headers GET would have, no more
+            self.phase = move(self.phase, Phase.PASSING)
+            await self._send(start)
+            return
+        # The server may refuse the start (a bad header): that is the app's exception, as without us.
+        await self._send(start)
         self.settings = settings
-        kind = headers.stream_kind(message.get("headers", ()))
-        if kind is None:
-            self.phase = move(self.phase, Phase.PASSING)
-            await self._send(message)
-            return
         self.phase = move(self.phase, Phase.STREAMING)
         self._trailers = bool(message.get("trailers"))
-        if self.settings.telemetry:
+        if settings.telemetry:
             self.rec = self.mw.telemetry.start(
                 self.scope, start_mono=self.started_mono, start_ns=self.started_ns
             )
-        self.pipe = Pipeline(kind, self.settings, self.rec)
+        self.pipe = Pipeline(kind, settings, self.rec)
         self.mw.track(self)
-        await self._raw_send({**message, "headers": headers.stream_headers(message.get("headers", ()))})
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
-        if self.scope.get("method") == "HEAD":
-            # No body goes out: cancel the app inside this send, before it starts its generator.
-            self.phase = move(self.phase, Phase.ENDING)
-            self._app_scope.cancel()
-            await anyio.lowlevel.checkpoint()
+        if self._watch.gone:
+            self._client_left(cancel_app=False)  # the app heard it before it started: its business
             return
         if self._next_deadline() != math.inf:
             self._arm()  # heartbeat or stall: no timer at all when neither is on
+        self._may_listen = not _reports_disconnect_on_send(self.scope)
         self._start_listening()
 
     async def _body(self, message: Message) -> None:
@@ -279,9 +327,12 @@ class Responder(Timed):
         out = self.pipe.feed(body, now) if body else []
         if not message.get("more_body", False):
             out.extend(self.pipe.close())
-            self.phase = move(self.phase, Phase.ENDED)
+            self.phase = move(self.phase, Phase.CLOSING)  # still ours: a shutdown's hard stop may cut it
             self._stop_children()
             await self._last_write(b"".join(out), complete=True)
+            if self.phase is Phase.CLOSING:
+                self.phase = move(self.phase, Phase.ENDED)
+                self.mw.forget(self)
             return
         if out:
             await self._write(out[0] if len(out) == 1 else b"".join(out), more=True, now=now)
@@ -312,23 +363,30 @@ class Responder(Timed):
             gate.release()
 
     async def _send_held(self, message: Message) -> None:
-        """The real send, with the gate already held."""
+        """The real send, with the gate already held. An ``OSError`` is how ASGI >= 2.4 servers say the
+        client is gone: the stream ends, and the error reaches the app as it would without us."""
         try:
             await self._send(message)
-        except OSError:  # how ASGI >= 2.4 servers say the client is gone
-            self._client_gone()
+        except OSError:
+            self._client_left(cancel_app=False)
+            raise
 
     async def _nowhere(self) -> None:
-        """A write after the end. The app's cancellation should land at its next await *inside* its
-        generator, so its ``finally`` runs now (here, it would wait at a ``yield`` for the GC); only an
-        app that awaits nothing but ``send`` gets it here, after a few writes, rather than spin forever."""
-        self._late += 1
-        if self._late % 16 == 0:
-            await anyio.lowlevel.checkpoint()
+        """A write after the middleware ended the stream and cancelled the app: a checkpoint, so that an
+        app that awaits nothing but ``send`` (an async generator over a list) stops here."""
+        await anyio.lowlevel.checkpoint()
 
     def _end(self, info: ErrorInfo) -> None:
         """End the stream from the middleware's side: the app is cancelled, the host sends ``info``."""
         if self.phase is Phase.STREAMING:
             self.ending = info
             self.phase = move(self.phase, Phase.ENDING)
+            self.ours = True
             self._app_scope.cancel()
+
+
+def _reports_disconnect_on_send(scope: Scope) -> bool:
+    """ASGI >= 2.4: ``send`` raises ``OSError`` once the client is gone, so the app hears it there (and
+    Starlette does not listen on ``receive``): no listener of ours, nothing for us to cancel."""
+    spec = scope.get("asgi", {}).get("spec_version", "2.0")
+    return tuple(int(part) for part in spec.split(".")[:2] if part.isdigit()) >= (2, 4)

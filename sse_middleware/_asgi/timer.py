@@ -46,9 +46,6 @@ class Timed:
     def _error_id(self) -> str:
         raise NotImplementedError
 
-    def _client_gone(self) -> None:
-        raise NotImplementedError
-
     async def _send_held(self, message: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -99,9 +96,10 @@ class Timed:
                 self._sleep = None
 
     async def _stop_after(self, seconds: float) -> None:
-        """The hard stop of a shutdown: past the grace and the bounded cleanup, cancel the response."""
+        """The hard stop of a shutdown: past the grace and the bounded cleanup, cancel the response (only
+        while the stream is ours: after its final body the app's remaining work is its own)."""
         await anyio.sleep(seconds)
-        if self._tg is not None:
+        if self._tg is not None and self.phase in (Phase.STREAMING, Phase.CLOSING, Phase.ENDING):
             self._tg.cancel_scope.cancel()
 
     async def _on_deadline(self, now: float) -> None:
@@ -130,7 +128,11 @@ class Timed:
                     frame = (
                         b"".join(self.pipe.tick(now)) if what is Due.FLUSH else comment(s.heartbeat_comment)
                     )
-                    await self._send_held({"type": "http.response.body", "body": frame, "more_body": True})
+                    message = {"type": "http.response.body", "body": frame, "more_body": True}
+                    try:
+                        await self._send_held(message)
+                    except OSError:
+                        return  # the client left (ASGI >= 2.4); the app hears it from its own next send
                     self.clocks.last_write = now
                     if self.rec is not None:
                         self.rec.frame(len(frame))

@@ -17,14 +17,16 @@ class Phase(enum.Enum):
     WAITING = "waiting"  # no http.response.start yet
     PASSING = "passing"  # not a stream: every message goes through untouched
     STREAMING = "streaming"  # a stream the middleware looks after
-    ENDING = "ending"  # the middleware is ending it (error, stall, shutdown, disconnect, HEAD)
-    ENDED = "ended"  # the final body was sent, or the client is gone
+    CLOSING = "closing"  # the app's final body is on its way (a client that stopped reading may hold it)
+    ENDING = "ending"  # the middleware is ending it (error, stall, shutdown, a disconnect the app can't see)
+    ENDED = "ended"  # the final body was sent, or the client is gone: the app's time is its own again
 
 
 _MOVES: Final[dict[Phase, frozenset[Phase]]] = {
     Phase.WAITING: frozenset({Phase.PASSING, Phase.STREAMING}),
     Phase.PASSING: frozenset(),
-    Phase.STREAMING: frozenset({Phase.ENDING, Phase.ENDED}),
+    Phase.STREAMING: frozenset({Phase.CLOSING, Phase.ENDING, Phase.ENDED}),
+    Phase.CLOSING: frozenset({Phase.ENDED}),
     Phase.ENDING: frozenset({Phase.ENDED}),
     Phase.ENDED: frozenset(),
 }

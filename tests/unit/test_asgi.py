@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
@@ -127,20 +128,25 @@ async def test_disconnect_message_cancels_an_app_that_never_listens(caplog: pyte
 
 
 @pytest.mark.parametrize("error", [OSError, BrokenPipeError, ConnectionResetError])
-async def test_send_raising_oserror_cancels_the_app(error: type[OSError],
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+async def test_send_raising_oserror_reaches_the_app_as_without_us(error: type[OSError],
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """ASGI >= 2.4: the server says the client is gone by raising from ``send``; the app hears it there,
+    exactly as without us (its ``except`` and cleanup run as the app wrote them), and we log no error."""
     app, client = Script(endless=True), Client(send_error=error)
-    assert not await run_for(3, mw(app, heartbeat_interval=0.1), client, spec="2.4")
-    assert app.finished and app.failed is None and no_errors(caplog)
-    bare = Script(endless=True)  # control: without us the app sees the error
     with pytest.raises(error):
-        await run_for(3, bare, Client(send_error=error), spec="2.4")
+        await run_for(3, mw(app, heartbeat_interval=0.1), client, spec="2.4")
+    assert app.finished and isinstance(app.failed, error) and no_errors(caplog)
+    bare, control = Script(endless=True), Client(send_error=error)  # control: the same without us
+    with pytest.raises(error):
+        await run_for(3, bare, control, spec="2.4")
+    assert [e.data for e in client.events()] == [e.data for e in control.events()] == ["0", "1", "2"]
 
 
-@pytest.mark.parametrize("spec", ["2.3", "2.4"])
-async def test_starlette_generator_finally_runs(spec: str, caplog: pytest.LogCaptureFixture) -> None:
-    """Even a generator that yields bursts (several chunks between awaits): the cancellation lands inside
-    it, at its next await, so its finally runs now rather than when the GC finds it at a yield."""
+async def test_starlette_hears_a_disconnect_itself_and_its_generator_finally_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ASGI 2.3: Starlette's StreamingResponse listens on receive itself; it cancels its own generator,
+    whose finally runs, and then runs its background task: we cancel nothing."""
     done: list[str] = []
 
     async def tokens() -> AsyncIterator[str]:
@@ -152,35 +158,48 @@ async def test_starlette_generator_finally_runs(spec: str, caplog: pytest.LogCap
         finally:
             done.append("finally")
 
+    async def background() -> None:
+        await anyio.sleep(0.05)  # an await that a cancelled scope would interrupt
+        done.append("background")
+
     def app() -> StreamingResponse:
-        return StreamingResponse(tokens(), media_type="text/event-stream")
+        task = BackgroundTask(background)
+        return StreamingResponse(tokens(), media_type="text/event-stream", background=task)
 
-    client = Client(send_error=OSError if spec == "2.4" else None, fail_after=5)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_for, 3, mw(app()), client, "GET", spec)
-        await anyio.sleep(0.2)
-        client.gone.set()
-    assert done == ["finally"] and no_errors(caplog)
-    if spec == "2.4":  # control: without us Starlette turns the send error into an exception
-        with pytest.raises(Exception) as info:
-            await run_for(3, app(), Client(send_error=OSError), spec=spec)
-        assert type(info.value).__name__ == "ClientDisconnect"
-        assert done == ["finally"]  # and its generator is left suspended at a yield: no finally yet
+    for wrap in (True, False):  # with us, and the control without
+        done.clear()
+        client = Client()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_for, 3, mw(app()) if wrap else app(), client)
+            await anyio.sleep(0.2)
+            client.gone.set()
+        assert done == ["finally", "background"], wrap
+        assert client.events()
+    assert no_errors(caplog)
 
 
-async def test_an_app_that_awaits_nothing_but_send_still_stops() -> None:
+@pytest.mark.parametrize("spec", ["2.3", "2.4"])
+async def test_an_app_that_awaits_nothing_but_send_stops_when_we_end_it(spec: str) -> None:
+    """A stall ends the stream and cancels the app; an app whose only await is ``send`` (an async
+    generator over a list) must still stop: the writes that go nowhere are checkpoints."""
     sends = 0
+    entered = anyio.Event()
 
     async def app(scope: Message, receive: Any, send: Any) -> None:
         nonlocal sends
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", SSE)]})
+        await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+        with anyio.CancelScope(shield=True):  # silent past the stall timeout, deaf to the cancellation
+            entered.set()
+            await anyio.sleep(0.4)
         while sends < 100_000:  # bounded, so that a failure is a count and not a hung test
             sends += 1
             await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
 
-    client = Client(send_error=BrokenPipeError, fail_after=3)
-    assert not await run_for(5, mw(app, coalesce=False), client, spec="2.4")
-    assert sends < 100  # cancelled within a few writes that go nowhere; without the check, 100,000
+    client = Client()
+    assert not await run_for(5, mw(app, coalesce=False, stall_timeout=0.1), client, spec=spec)
+    assert sends == 1  # cancelled at its first write that went nowhere; without the checkpoint, 100,000
+    assert json.loads(client.events()[-1].data)["error"]["type"] == "timeout"
 
 
 async def test_many_disconnects_leave_no_tasks_behind(caplog: pytest.LogCaptureFixture) -> None:
@@ -243,14 +262,15 @@ async def test_busy_upstream_never_stalls() -> None:
 # -- HEAD ------------------------------------------------------------------------------------------------
 
 
-async def test_head_answers_headers_without_running_an_endless_stream() -> None:
-    app, client = Script(endless=True), Client()
-    # control: without us it runs on
-    assert await run_all((2.0, mw(app), client, "HEAD"), (0.5, Script(endless=True), Client(), "HEAD")) == [
-        False, True]
-    assert client.complete and client.body == b"" and len(client.sent) == 2  # the start, the end
+async def test_head_gets_the_stream_headers_and_runs_as_without_us() -> None:
+    """HEAD: the headers GET would have (anti-buffering included); the app's messages pass through to the
+    server, which sends no body, and the app runs exactly as without us."""
+    app, client, bare, control = Script((b"data: 1\n\n",)), Client(), Script((b"data: 1\n\n",)), Client()
+    assert await run_all((2.0, mw(app), client, "HEAD"), (2.0, bare, control, "HEAD")) == [False, False]
+    assert app.finished and bare.finished and app.failed is None
     assert client.sent[0]["status"] == 200 and (b"x-accel-buffering", b"no") in client.sent[0]["headers"]
-    assert app.failed is None and not app.finished  # cancelled in send(start): its loop never began
+    assert client.sent[1:] == control.sent[1:]  # the app's own messages, untouched
+    assert (b"x-accel-buffering", b"no") not in control.sent[0]["headers"]  # control: we added it
 
 
 # -- a real client through httpx's ASGI transport --------------------------------------------------------
