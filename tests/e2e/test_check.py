@@ -141,3 +141,10 @@ def test_https(tmp_path: Path) -> None:
         untrusted = check(url, env={"SSL_CERT_FILE": os.devnull})
     assert code == 0 and seen["events"] == 20 and seen["buffered"] is False
     assert untrusted.returncode == 2 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stdout
+
+
+def test_the_timeout_bounds_a_silent_stream(wrapped: Server) -> None:
+    code, seen = check_json(wrapped.url + "/silence?gap=4", "--timeout", "1.5")
+    assert code == 0 and seen["ending"] == "timeout" and seen["events"] == 1
+    assert 1.4 < seen["total_s"] < 3.0  # not the 4 s the next event would take
+    assert seen["warnings"][0].startswith("Stopped after 1.5 s")
