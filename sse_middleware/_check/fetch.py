@@ -7,6 +7,7 @@ server (or the last proxy) wrote, as it arrived.
 from __future__ import annotations
 
 import http.client
+import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -85,19 +86,18 @@ def run(request: Request, recorder: Recorder, clock: Callable[[], float] = time.
 
 def _read(
     response: http.client.HTTPResponse,
-    sock: object,
+    sock: socket.socket | None,
     recorder: Recorder,
     start: float,
     deadline: float,
     clock: Callable[[], float],
 ) -> Timeline:
-    settimeout = getattr(sock, "settimeout", None)
     while True:
         remaining = deadline - clock()
         if remaining <= 0:
             return recorder.close(clock() - start, "timeout")
-        if settimeout is not None:
-            settimeout(remaining)
+        if sock is not None:
+            sock.settimeout(remaining)
         try:
             data = response.read1(READ_SIZE)
         except TimeoutError:
