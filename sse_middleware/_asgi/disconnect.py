@@ -20,6 +20,8 @@ import anyio
 
 from .._types import Message, Receive
 
+_KEEP = 16  # messages kept for an app that does not read them; a server has nothing more to say
+
 
 class ClientWatch:
     __slots__ = ("_in_flight", "_receive", "_stash", "_waiting", "body_read", "gone")
@@ -61,14 +63,18 @@ class ClientWatch:
     def can_listen(self) -> bool:
         """Whether our listener may read ``receive`` now: the app is not listening itself and cannot want
         a body message from it any more."""
-        return self.body_read and not self.gone and not self._waiting and self._in_flight is None
+        return (
+            self.body_read
+            and not self.gone
+            and not self._waiting
+            and len(self._stash) < _KEEP
+            and self._in_flight is None
+        )
 
     async def listen(self) -> bool:
-        """Read ``receive`` until a disconnect (True) or until the app listens itself (False). Anything
-        read is kept for the app. Check :meth:`can_listen` first."""
-        while not self.gone:
-            if self._waiting:
-                return False
+        """Read ``receive`` until a disconnect (True), or until the app listens itself (False); every
+        message read is kept for the app. Check :meth:`can_listen` first."""
+        while not self._waiting and len(self._stash) < _KEEP:
             in_flight = self._in_flight = anyio.Event()
             try:
                 message: Message = await self._receive()
@@ -77,4 +83,6 @@ class ClientWatch:
                 in_flight.set()
             self._stash.append(message)
             self._observe(message)
-        return True
+            if self.gone:
+                return True
+        return False

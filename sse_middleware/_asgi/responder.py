@@ -1,10 +1,12 @@
 """The per-response responder: the thin I/O shell around the sans-I/O :class:`~.._core.pipeline.Pipeline`.
 
 The app runs in the task that called the middleware (so contextvars such as the current span behave as
-without us); the only child tasks are the timer, which serves every deadline (coalescing, heartbeat,
-stall, shutdown) and is started only once there is a deadline to serve, and a listener for
-``http.disconnect`` while the app does not listen itself. One flag guards the real ``send``. Bytes go out
-by awaiting the real ``send`` inside the app's ``send``: no queue, so back-pressure reaches the app.
+without us), with no task group around it. The per-token path is :meth:`Responder.send` ->
+:meth:`Responder._body` -> the pipeline -> the real ``send``, top to bottom in this file. A stream's one
+helper task (:class:`~.watcher.Watcher`) is started only when a deadline (coalescing window, heartbeat,
+stall, shutdown) or a disconnect listener needs it, and calls back :meth:`Responder._wake`. One flag
+guards the real ``send``. Bytes go out by awaiting the real ``send`` inside the app's ``send``: no queue,
+so back-pressure reaches the app.
 
 The app's time is the app's. The middleware ends the app only while it owns a live stream and either
 the client is gone in a way the app cannot see (our own listener read the ``http.disconnect``), or a
@@ -17,48 +19,44 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 
 from .._core import errors, headers
-from .._core.deadlines import Clocks
+from .._core.deadlines import FINALIZE_SECONDS, Clocks, Due, due, next_deadline
 from .._core.errors import ErrorInfo, logger
-from .._core.lifecycle import Phase, move, raise_collapsed
+from .._core.lifecycle import Phase, move
 from .._core.pipeline import Pipeline
+from .._core.sse import comment
 from .._settings import StreamingSettings, effective
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
 from .gate import SendGate
-from .timer import FINALIZE_SECONDS, Timed
+from .watcher import Watcher, scope_time
 
 if TYPE_CHECKING:
     from .._telemetry.recorder import StreamTelemetry
     from .middleware import StreamingMiddleware
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
-
 _LIVE = (Phase.STREAMING, Phase.ENDING)
 
 
-class Responder(Timed):
+class Responder:
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
     __slots__ = (
         "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
         "_app_scope",
+        "_due_write",
         "_gate",
-        "_listen_scope",
         "_may_listen",
         "_send",
-        "_tg",
         "_trailers",
         "_watch",
+        "_watcher",
         "clocks",
         "disconnected",
         "ending",
@@ -90,13 +88,12 @@ class Responder(Timed):
         self.disconnected = False
         self.ours = False  # the middleware ended the stream and cancelled the app: its writes go nowhere
         self._watch = ClientWatch(receive, headers.has_request_body(scope.get("headers", ())))
-        self._listen_scope: anyio.CancelScope | None = None
+        self._watcher: Watcher | None = None  # made when a stream starts
+        self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
         self._may_listen = False  # set when a stream starts under a server that reports no disconnect on send
         self._gate = SendGate()
         self._trailers = False  # the start declared trailers: the server waits for them
-        self._init_timer()
         self._app_scope = anyio.CancelScope()
-        self._tg: anyio.abc.TaskGroup | None = None
 
     # -- the host task -------------------------------------------------------------------------------
 
@@ -104,27 +101,22 @@ class Responder(Timed):
         cancelled = False
         escaped: Exception | None = None  # the app's, raised where it would have been without us
         try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                with self._app_scope:
-                    try:
-                        await app(self.scope, self.receive, self.send)
-                    except Exception as exc:
-                        if self.phase in _LIVE:
-                            self.failure = exc
-                        else:  # not through the task group, which would wrap or copy it
-                            escaped = exc
-                    except anyio.get_cancelled_exc_class():
-                        await self._cancelled_from_outside()
-                        raise
-                tg.cancel_scope.cancel()  # the app is done: stop the timer and the listener
+            with self._app_scope:
+                try:
+                    await app(self.scope, self.receive, self.send)
+                except Exception as exc:
+                    if self.phase in _LIVE:
+                        self.failure = exc
+                    else:
+                        escaped = exc
+                except anyio.get_cancelled_exc_class():
+                    await self._cancelled_from_outside()
+                    raise
         except anyio.get_cancelled_exc_class():
             cancelled = True
             raise
-        except BaseExceptionGroup as group:
-            raise_collapsed(group)
         finally:
-            self._tg = None
+            await self._stop_watcher()  # first: nothing of ours outlives the response, or holds the gate
             if self.phase in _LIVE:
                 with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     await self._finish(cancelled)
@@ -138,8 +130,17 @@ class Responder(Timed):
         """The server stopped waiting (uvicorn's ``--timeout-graceful-shutdown``): send the reconnect event
         now, not after unwinding: uvicorn re-raises SIGTERM (ending the process) a few loop turns later."""
         if self.phase is Phase.STREAMING and not self._app_scope.cancel_called:
+            if self._watcher is not None:
+                self._watcher.stop()  # frees the gate if it was writing; joined later, in run()
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self._finish(cancelled=True)
+
+    async def _stop_watcher(self) -> None:
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.stop()
+            with anyio.CancelScope(shield=True):
+                await watcher.join()
 
     async def _finish(self, cancelled: bool) -> None:
         """End a stream: flush what was merged, say why it ended, send the final body."""
@@ -188,12 +189,6 @@ class Responder(Timed):
                     {"type": "http.response.trailers", "headers": [], "more_trailers": False}
                 )
 
-    def _stop_children(self) -> None:
-        if self._listen_scope is not None:
-            self._listen_scope.cancel()
-        if self._sleep is not None:
-            self._sleep.cancel()
-
     def _error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
@@ -214,21 +209,19 @@ class Responder(Timed):
         return message
 
     def _start_listening(self) -> None:
+        watcher = self._watcher
         if (
             self._may_listen
-            and self._tg is not None
-            and self._listen_scope is None
+            and watcher is not None
+            and not watcher.listening
+            and self.phase is Phase.STREAMING
             and self._watch.can_listen()
         ):
-            self._listen_scope = anyio.CancelScope()
-            self._tg.start_soon(self._listen, self._listen_scope)
+            watcher.listen(self._listen)
 
-    async def _listen(self, scope: anyio.CancelScope) -> None:
-        gone = False
-        with scope:
-            gone = await self._watch.listen()
-        self._listen_scope = None
-        if gone:  # the app did not hear it (unless it came back to receive() meanwhile): end it
+    async def _listen(self) -> None:
+        """Run by the watcher while the app does not listen itself: one message from ``receive``."""
+        if await self._watch.listen():  # the app did not hear it (unless it came back meanwhile): end it
             self._client_left(cancel_app=not self._watch.app_listening)
 
     def _client_left(self, *, cancel_app: bool) -> None:
@@ -241,7 +234,8 @@ class Responder(Timed):
             self.mw.forget(self)
         if self.phase is not Phase.STREAMING:
             return
-        self._stop_children()
+        if self._watcher is not None:
+            self._watcher.stop()
         if cancel_app:
             self.phase = move(self.phase, Phase.ENDING)
             self.ours = True
@@ -304,14 +298,14 @@ class Responder(Timed):
             self.rec = self.mw.telemetry.start(
                 self.scope, start_mono=self.started_mono, start_ns=self.started_ns
             )
-        self.pipe = Pipeline(kind, settings, self.rec)
-        self.mw.track(self)
+        pipe = self.pipe = Pipeline(kind, settings, self.rec)
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
+        self._watcher = Watcher(self._wake)
+        self.mw.track(self)
         if self._watch.gone:
             self._client_left(cancel_app=False)  # the app heard it before it started: its business
             return
-        if self._next_deadline() != math.inf:
-            self._arm()  # heartbeat or stall: no timer at all when neither is on
+        self._watcher.want(next_deadline(settings, pipe, self.clocks))  # none: no task, no timer
         self._may_listen = not _reports_disconnect_on_send(self.scope)
         self._start_listening()
 
@@ -328,17 +322,18 @@ class Responder(Timed):
         if not message.get("more_body", False):
             out.extend(self.pipe.close())
             self.phase = move(self.phase, Phase.CLOSING)  # still ours: a shutdown's hard stop may cut it
-            self._stop_children()
             await self._last_write(b"".join(out), complete=True)
             if self.phase is Phase.CLOSING:
                 self.phase = move(self.phase, Phase.ENDED)
                 self.mw.forget(self)
+                if self._watcher is not None:
+                    self._watcher.stop()
             return
         if out:
             await self._write(out[0] if len(out) == 1 else b"".join(out), more=True, now=now)
         deadline = self.pipe.deadline()
-        if deadline is not None and deadline < self._timer_target:
-            self._arm()
+        if deadline is not None and self._watcher is not None:
+            self._watcher.want(deadline)  # merged text waits: make sure someone wakes for it
 
     async def _write(self, data: bytes, *, more: bool, now: float) -> None:
         if not data and more:
@@ -383,6 +378,87 @@ class Responder(Timed):
             self.phase = move(self.phase, Phase.ENDING)
             self.ours = True
             self._app_scope.cancel()
+
+
+    # -- the watcher's callback: whatever is due ---------------------------------------------------
+
+    async def _wake(self, now: float) -> float:
+        """Do what is due at ``now``; return the next deadline (inf: none)."""
+        pipe, clocks, s = self.pipe, self.clocks, self.settings
+        if self.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
+            if now < clocks.stop_at:
+                return clocks.stop_at
+            self._app_scope.cancel()  # a client that stopped reading cannot hold a deploy
+            return math.inf
+        if self.phase is not Phase.STREAMING or pipe is None:
+            return math.inf
+        what = due(s, pipe, clocks, now)
+        if what is Due.HARD_STOP:
+            self._app_scope.cancel()
+            return math.inf
+        if what is Due.SHUTDOWN:
+            self._end(errors.shutdown(self._error_id(), s.shutdown_retry_ms))
+        elif what is Due.STALL:
+            self._end(errors.timeout(self._error_id(), s.stall_timeout))
+        elif what is Due.POSTPONE:
+            clocks.last_write = now  # inside a huge event on the wire: wait for its end
+        elif what is not Due.NOTHING and self._gate.busy:
+            # A send is in flight (a slow client holds it up). Never queue behind it, or a stuck client
+            # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
+            if what is Due.HEARTBEAT:
+                clocks.last_write = now
+            else:
+                with anyio.move_on_after(s.coalesce_max_delay):
+                    await self._gate.released().wait()
+        elif what is not Due.NOTHING:
+            await self._write_due(what, now)
+        if self.phase is not Phase.STREAMING:
+            return clocks.stop_at
+        return next_deadline(s, pipe, clocks)
+
+    async def _write_due(self, what: Due, now: float) -> None:
+        """A flush of merged text or a heartbeat, written by the watcher between the app's writes."""
+        if self.pipe is None:  # only once a stream started; never otherwise
+            return
+        gate = self._gate
+        gate.busy = True  # taken before the frame is made: nothing can slip in between
+        try:
+            if what is Due.FLUSH:
+                frame = b"".join(self.pipe.tick(now))
+            else:
+                frame = comment(self.settings.heartbeat_comment)
+            if not frame:
+                return
+            # A client that stopped reading may hold this write: bounded by the shutdown (drain() moves
+            # it), so that the watcher is free to end the stream when the grace is over.
+            with anyio.CancelScope(deadline=scope_time(self.clocks.shutdown_at)) as scope:
+                self._due_write = scope
+                try:
+                    await self._send_held({"type": "http.response.body", "body": frame, "more_body": True})
+                except OSError:
+                    return  # the client left (ASGI >= 2.4); the app hears it from its own next send
+                finally:
+                    self._due_write = None
+            if scope.cancelled_caught:
+                return
+            self.clocks.last_write = now
+            if self.rec is not None:
+                self.rec.frame(len(frame))
+                if what is Due.HEARTBEAT:
+                    self.rec.heartbeat()
+        finally:
+            gate.release()
+
+    def drain(self, grace: float | None = None) -> None:
+        """The server is stopping: end this stream with a reconnect hint within the grace period; past it
+        (and the bounded cleanup), everything the response does is cancelled, so a client that stopped
+        reading cannot hold a deploy. Called from a loop callback (the signal), not from a task."""
+        grace = self.settings.shutdown_grace if grace is None else grace
+        self.clocks.shutdown(time.monotonic() + grace)
+        if self._due_write is not None:
+            self._due_write.deadline = scope_time(self.clocks.shutdown_at)
+        if self._watcher is not None:
+            self._watcher.want(self.clocks.shutdown_at)
 
 
 def _reports_disconnect_on_send(scope: Scope) -> bool:

@@ -1,16 +1,11 @@
-"""A response's phases and the only moves between them, as data in one place; and how a response's task
-ends (exceptions that only mean the client left, single-exception groups)."""
+"""A response's phases and the only moves between them, as data in one place."""
 
 from __future__ import annotations
 
 import enum
-import sys
-from typing import Any, Final, NoReturn
+from typing import Final
 
 from .._exceptions import SSEMiddlewareError
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    from exceptiongroup import BaseExceptionGroup
 
 
 class Phase(enum.Enum):
@@ -40,15 +35,3 @@ def move(current: Phase, new: Phase) -> Phase:
     if new not in _MOVES[current]:
         raise LifecycleError(f"a stream cannot go from {current.value} to {new.value}")
     return new
-
-
-def raise_collapsed(group: BaseExceptionGroup[Any]) -> NoReturn:
-    """Re-raise a single-exception group as its exception, keeping its own cause and context."""
-    if len(group.exceptions) != 1:
-        raise group
-    exc = group.exceptions[0]
-    cause, context = exc.__cause__, exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__cause__, exc.__context__ = cause, context

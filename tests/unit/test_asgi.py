@@ -72,7 +72,10 @@ async def test_heartbeat_waits_for_the_end_of_an_event_already_on_the_wire() -> 
     assert after.count(b": ping\n\n") >= 1
 
 
-async def test_zero_interval_means_no_timer_task() -> None:
+async def test_a_task_only_when_a_deadline_is_near(anyio_backend: str) -> None:
+    """No heartbeat: no task. A heartbeat due soon: the watcher's one task. A heartbeat 15 s away, on
+    asyncio: parked on a loop timer handle, no task at all (trio has no timer callbacks: one task)."""
+
     async def count_tasks(heartbeat: float) -> int:
         seen: list[int] = []
 
@@ -83,10 +86,21 @@ async def test_zero_interval_means_no_timer_task() -> None:
             seen.append(len(anyio.get_running_tasks()))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Client())
+        # ASGI 2.4: the server reports a disconnect on send, so no listener task either
+        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Client(), spec="2.4")
         return seen[0]
 
-    assert await count_tasks(15) == await count_tasks(0) + 1  # the control has the timer
+    none = await count_tasks(0)
+    assert await count_tasks(0.3) == none + 1  # control: a deadline within the park threshold
+    assert await count_tasks(15) == none + (anyio_backend == "trio")
+
+
+async def test_a_parked_heartbeat_still_arrives() -> None:
+    """The heartbeat 1.5 s away is parked on a timer handle; it re-spawns the watcher when due."""
+    client, control = Client(), Client()
+    await run_all((5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=1.5), client),
+                  (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=0), control))
+    assert client.body.count(b": ping\n\n") == 1 and b": ping" not in control.body
 
 
 async def test_no_heartbeats_on_non_sse_streams() -> None:
