@@ -73,8 +73,8 @@ def pytest_command(python: Path, project: str, *, inject: bool, only: list[str] 
     cmd += ["-q", "--timeout=60", *suite.get("args", [])]  # type: ignore[misc]
     for ignored in suite.get("ignore", []):  # type: ignore[attr-defined]
         cmd.append(f"--ignore={ignored['path']}")
-    if only is None:
-        cmd += ["-n", "2", *suite["paths"]]  # type: ignore[misc]
+    if only is None:  # loadgroup: FastAPI keeps tests that share a working directory on one worker
+        cmd += ["-n", "2", "--dist", "loadgroup", *suite["paths"]]  # type: ignore[misc]
     else:
         cmd += ["-p", "no:xdist", *only]
     return cmd
@@ -106,7 +106,7 @@ def run_suite(project: str, *, inject: bool, only: list[str] | None = None) -> R
 
 
 def _control_key(project: str) -> str:
-    suite = json.dumps(env.suites()[project], sort_keys=True)
+    suite = " ".join(pytest_command(Path("python"), project, inject=False))
     standins = b"".join(p.read_bytes() for p in sorted((env.HERE / "standins").rglob("*.py")))
     recorder = (env.HERE / "plugins" / "sse_conformance_record.py").read_bytes()
     blob = env.REQUIREMENTS.read_bytes() + suite.encode() + standins + recorder + sys.version.encode()
