@@ -253,7 +253,13 @@ class Responder(Timed):
             self.rec = self.mw.telemetry.start(
                 self.scope, start_mono=self.started_mono, start_ns=self.started_ns
             )
-        self.pipe = Pipeline(kind, self.settings, self.rec)
+        self.pipe = Pipeline(
+            kind,
+            self.settings,
+            self.rec,
+            headers=message.get("headers", ()),
+            relay=self.mw.relays.for_route(self.scope),
+        )
         self.mw.track(self)
         await self._raw_send({**message, "headers": headers.stream_headers(message.get("headers", ()))})
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
