@@ -283,6 +283,17 @@ def read(fmt: str, body: bytes) -> tuple[dict[object, str], list[tuple[str, dict
     return texts, others
 
 
+def events_per_key(fmt: str, body: bytes) -> dict[object, int]:
+    """How many events carried text for each key."""
+    reader = FORMATS[fmt][1]
+    counts: dict[object, int] = {}
+    for event in parse(body):
+        found = _text_of(reader, event)
+        if found is not None and found[1]:
+            counts[found[0]] = counts.get(found[0], 0) + 1
+    return counts
+
+
 def _text_of(reader: Reader, event: Event) -> tuple[object, str] | None:
     try:
         body = json.loads(event.data)
