@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sse_middleware import StreamingSettings
+from sse_middleware import ConfigError, StreamingSettings
 from sse_middleware._core import headers
 from sse_middleware._core.dialects import (
     AISDK,
@@ -33,6 +33,7 @@ from sse_middleware._core.dialects import (
 from sse_middleware._core.dialects import (
     anthropic as anthropic_module,
 )
+from sse_middleware._core.dialects.openai_chat import SpacedOpenAIChat
 from sse_middleware._core.errors import ErrorInfo, shutdown
 from sse_middleware._core.sse import parse
 
@@ -72,6 +73,13 @@ def route(memory: RelayMemory | None = None, path: str = "/chat") -> Any:
 def test_detection_from_the_first_event(first: str, name: str) -> None:
     found = detect(raw(first))
     assert found is not None and found.name == name
+
+
+def test_chunks_written_with_json_dumps_defaults_are_read_with_spaced_needles() -> None:
+    spaced, compact = detect(raw(chat({"content": "Hi"}, minimal=True))), detect(raw(openai_chunk("Hi")))
+    assert type(spaced) is SpacedOpenAIChat and type(compact) is OpenAIChat
+    assert spaced.content(raw(chat({"content": "Hi"}, minimal=True)))  # TTFT and gaps see the text
+    assert not spaced.content(raw(chat({"content": ""}, minimal=True)))
 
 
 def test_detection_waits_for_an_event_with_data() -> None:
@@ -447,3 +455,36 @@ def test_no_dialect_raises_on_any_event(event: bytes) -> None:
     for make in [*MAKERS, Text, Generic]:
         make().delta(event)
     assert detect(event, route()) is None or isinstance(detect(event, route()), Dialect)
+
+
+# -- Settings and telemetry -------------------------------------------------------------------------
+
+
+def test_json_text_field_comes_from_the_environment_and_is_validated() -> None:
+    env = {"SSE_MIDDLEWARE_DIALECT": "json", "SSE_MIDDLEWARE_JSON_TEXT_FIELD": "delta.text"}
+    s = StreamingSettings.from_env(env)
+    assert (s.dialect, s.json_text_field) == ("json", "delta.text")
+    assert StreamingSettings(dialect="ai-sdk").dialect == "ai-sdk"
+    for bad in ("", "a..b", ".a", 'say"', "back\\slash", "tab\there", 3):
+        with pytest.raises(ConfigError, match="json_text_field must name a JSON field"):
+            StreamingSettings(json_text_field=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="from the environment: json_text_field must name"):
+        StreamingSettings.from_env({"SSE_MIDDLEWARE_JSON_TEXT_FIELD": "a."})
+
+
+@pytest.mark.parametrize(
+    ("dialect", "event", "expected"),
+    [
+        (AISDK(), sse({"type": "start", "messageId": "msg_1"}), {"response_id": "msg_1"}),
+        (AISDK(), sse({"type": "finish", "finishReason": "stop"}), {"finish_reason": "stop"}),
+        (SpacedOpenAIChat(), chat({}, finish="length", minimal=True), {"finish_reason": "length"}),
+        (OpenAIChat(), sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 5}}), None),
+    ],
+)
+def test_new_shapes_report_what_telemetry_reads(dialect: Dialect, event: str, expected: Any) -> None:
+    assert dialect.wants_info(raw(event))
+    info = dialect.info(raw(event))
+    if expected is None:
+        assert info is not None and (info["input_tokens"], info["output_tokens"]) == (3, 5)
+    else:
+        assert {k: v for k, v in (info or {}).items() if v is not None} == expected

@@ -24,7 +24,7 @@ from ..wire import loads, name_and_data
 from .ai_sdk import AISDK, is_start
 from .anthropic import Anthropic
 from .base import Dialect, Generic, Opaque, PlainText, Text, Undetected
-from .openai_chat import OpenAIChat
+from .openai_chat import OpenAIChat, for_chunk
 from .openai_responses import OpenAIResponses
 from .relay import JsonRelay, RouteRelay, first_event
 
@@ -67,12 +67,12 @@ def detect(raw: bytes, route: RouteRelay | None = None) -> Dialect | None:
             return OpenAIResponses()
         return Anthropic() if name in _ANTHROPIC_EVENTS else Generic()
     if b'"chat.completion.chunk"' in data[:400]:
-        return OpenAIChat()
+        return for_chunk(data)
     obj = loads(data) if data[:1] == b"{" else None
     if isinstance(obj, dict):
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and all(_has_delta(c) for c in choices):
-            return OpenAIChat()
+            return for_chunk(data)
         if is_start(obj):
             return AISDK()
         if route is not None:
