@@ -272,3 +272,40 @@ def test_a_relay_merges_from_the_stream_after_the_one_that_proved_it() -> None:
     assert b"".join(runs[0]) == stream  # the first stream proves the route, unchanged
     assert len(parse(b"".join(runs[1]))) * 4 <= len(parse(stream))
     assert read("relay", b"".join(runs[1])) == read("relay", stream)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tokens_st, st.lists(st.integers(0, 400), max_size=15), gaps_st, st.sampled_from([b"", "你".encode()[:2]])
+)
+def test_text_plain_bytes_are_never_altered_under_any_chunking(
+    tokens: list[str], cuts: list[int], gaps: list[float], unfinished: bytes
+) -> None:
+    """Cuts inside multi-byte characters, and a last character the app never finished: what goes out,
+    joined, is exactly what came in."""
+    body = "".join(tokens).encode() + unfinished
+    pipe, out, now, last = Pipeline("text", StreamingSettings(), None), [], 0.0, 0
+    for i, bound in enumerate(sorted({min(c, len(body)) for c in cuts} | {len(body)})):
+        now += gaps[i % len(gaps)]
+        while (due := pipe.deadline()) is not None and due <= now:
+            out += pipe.tick(due)
+        out += pipe.feed(body[last:bound], now)
+        last = bound
+    assert b"".join(out + pipe.close()) == body
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens_st, cuts_st, gaps_st)
+def test_the_text_dialect_keeps_the_text_per_event_name(
+    tokens: list[str], cuts: list[int], gaps: list[float]
+) -> None:
+    names = ["a", None, "a", "b"]
+    events = [Event(t, names[i % 4]) for i, t in enumerate(tokens) if "\r" not in t]
+    stream = b"".join(encode(e) for e in events)
+    frames = drive(stream, cuts, gaps, StreamingSettings(dialect="text"))
+    per_name: dict[str | None, list[str]] = {}
+    for event in parse(b"".join(frames)):
+        per_name.setdefault(event.event, []).append(event.data)
+    assert {k: "".join(v) for k, v in per_name.items()} == {
+        name: "".join(e.data for e in events if e.event == name) for name in {e.event for e in events}
+    }
