@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.workload import DONE_FRAME, FINISH_FRAME, ROLE_FRAME, TOKEN_FRAMES  # noqa: E402
 from sse_middleware._core import headers  # noqa: E402
+from sse_middleware._core.dialects import OpenAIChat  # noqa: E402
 from sse_middleware._core.pipeline import Pipeline  # noqa: E402
-from sse_middleware._core.providers import OpenAIChat  # noqa: E402
 from sse_middleware._settings import StreamingSettings  # noqa: E402
 
 

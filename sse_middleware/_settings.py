@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from ._exceptions import ConfigError
 
-DIALECTS: Final = ("auto", "openai", "openai-responses", "anthropic", "sse", "text")
+DIALECTS: Final = ("auto", "openai", "openai-responses", "anthropic", "sse", "text", "ai-sdk", "json")
 ENV_PREFIX: Final = "SSE_MIDDLEWARE_"
 
 # The scope key under which per-request overrides live ("extensions" is namespaced by convention).
@@ -33,6 +33,9 @@ class StreamingSettings:
     coalesce_max_delay: float = 0.05
     coalesce_max_bytes: int = 4096
     dialect: str = "auto"
+    json_text_field: str = "text"
+    """With ``dialect="json"``: the field of each event's JSON object that holds its text (a dotted path
+    such as ``delta.text`` reaches into nested objects)."""
     error_detail: bool = False
     """Whether raw exception messages may reach the client. Off: only a generic message and an id."""
     stall_timeout: float = 0.0
@@ -130,8 +133,20 @@ def _check(s: StreamingSettings) -> None:
             raise ConfigError(f"{field} must be a bool, got {getattr(s, field)!r}")
     if s.dialect not in DIALECTS:
         raise ConfigError(f"dialect must be one of {', '.join(DIALECTS)}, got {s.dialect!r}")
+    _check_json_text_field(s.json_text_field)
     if not isinstance(s.heartbeat_comment, str) or any(c in s.heartbeat_comment for c in "\r\n"):
         raise ConfigError("heartbeat_comment must be a single line of text")
+
+
+# -- dialects (issue 13) ---------------------------------------------------------------------------------
+def _check_json_text_field(value: object) -> None:
+    """A JSON field name, or names joined by dots; no quotes, backslashes or control characters, which
+    no field an app writes with ``json.dumps`` would hold unescaped."""
+    parts = value.split(".") if isinstance(value, str) else [""]
+    if any(not part or any(c in '"\\' or ord(c) < 0x20 for c in part) for part in parts):
+        raise ConfigError(
+            f"json_text_field must name a JSON field, or a dotted path such as 'delta.text', got {value!r}"
+        )
 
 
 def effective(settings: StreamingSettings, scope: Mapping[str, Any]) -> StreamingSettings | None:

@@ -9,6 +9,7 @@ import weakref
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from .._core.dialects import RelayMemory
 from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
 from .responder import Responder
@@ -49,6 +50,7 @@ class StreamingMiddleware:
             slo_tpot=s.slo_tpot,
             gap_sample_every=s.inter_chunk_sample_every,
         )
+        self.relays = RelayMemory()  # routes proven to stream a JSON relay (see _core/dialects/relay.py)
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
         self._drain_at = math.inf
         self._watch = ShutdownWatch(self.begin_shutdown)

@@ -298,7 +298,13 @@ class Responder:
             self.rec = self.mw.telemetry.start(
                 self.scope, start_mono=self.started_mono, start_ns=self.started_ns
             )
-        pipe = self.pipe = Pipeline(kind, settings, self.rec)
+        pipe = self.pipe = Pipeline(
+            kind,
+            settings,
+            self.rec,
+            headers=message.get("headers", ()),
+            relay=self.mw.relays.for_route(self.scope),
+        )
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
         self._watcher = Watcher(self._wake)
         self.mw.track(self)

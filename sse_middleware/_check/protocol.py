@@ -2,7 +2,7 @@
 report an error.
 
 :func:`content_reader` is the only code here that touches the middleware's dialects (today
-``providers.detect`` and ``Dialect.content``); when their API changes, it is the one function to adapt.
+``dialects.detect`` and ``Dialect.content``); when their API changes, it is the one function to adapt.
 The end markers and error shapes are the protocols' own wire facts; the middleware never needs them, so
 they live here.
 """
@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._core.providers import detect
+from .._core.dialects import detect
 from .._core.sse import Event, encode
 
 # Each protocol's clean end, as the report names it. A generic SSE stream has none, so none is expected.

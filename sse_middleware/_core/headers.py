@@ -46,6 +46,19 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+# -- format hints (issue 13): a response header that names the stream's format --------------------------
+_AI_SDK_HEADER: Final = b"x-vercel-ai-ui-message-stream"
+
+
+def dialect_hint(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The dialect a response's headers name: ``x-vercel-ai-ui-message-stream: v1`` is the AI SDK's UI
+    message stream (the header its ``createUIMessageStreamResponse`` sets)."""
+    for name, value in headers:
+        if name.lower() == _AI_SDK_HEADER and value.strip().lower() == b"v1":
+            return "ai-sdk"
+    return None
+
+
 def stream_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
     """The app's headers with anti-buffering added. An app's Cache-Control is kept and gains no-transform.
 

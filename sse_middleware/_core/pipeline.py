@@ -9,41 +9,46 @@ arrives, and nothing is injected until it ends.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._settings import StreamingSettings
-from . import headers
+from . import headers as kinds
 from .coalesce import Coalescer
-from .dialects import Delta, Dialect, PlainText
+from .dialects import Delta, Dialect, RouteRelay, detect, initial
 from .errors import ErrorInfo
-from .providers import detect, named
 from .sse import Framer
-from .wire import Envelope
+from .wire import CR, Envelope
 
 if TYPE_CHECKING:
     from .._telemetry.recorder import StreamTelemetry
 
 
 class Pipeline:
-    def __init__(self, kind: str, settings: StreamingSettings, rec: StreamTelemetry | None) -> None:
+    """``headers``: the response's headers (a format may be named there). ``relay``: the route's entry in
+    the middleware's :class:`~.dialects.RelayMemory`, so that a route proven to stream a JSON relay
+    merges from its next stream's first event; without it such relays merge only when named."""
+
+    def __init__(
+        self,
+        kind: str,
+        settings: StreamingSettings,
+        rec: StreamTelemetry | None,
+        *,
+        headers: Iterable[tuple[bytes, bytes]] = (),
+        relay: RouteRelay | None = None,
+    ) -> None:
         self.kind = kind
         self.rec = rec
         self._max_event = settings.max_event_bytes
-        self.framer: Framer | None = None
-        self.dialect: Dialect | None = None
-        if kind == headers.SSE:
-            self.framer = Framer()
-            if settings.dialect != "auto":
-                self.dialect = named(settings.dialect)
-        elif kind == headers.TEXT:
-            self.dialect = PlainText()
-        else:
-            self.dialect = Dialect()
+        self._relay = relay if settings.coalesce else None  # nothing to learn for when nothing merges
+        self.framer = Framer() if kind == kinds.SSE else None
+        self.dialect: Dialect = initial(kind, settings, headers)
         self.coalescer: Coalescer[Any, Envelope] | None = None
-        if settings.coalesce and (self.dialect is None or self.dialect.merges):
+        if settings.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
-        if rec is not None and self.dialect is not None:
+        if rec is not None and not self.dialect.detecting:
             rec.dialect(self.dialect.provider, self.dialect.operation)
 
     @property
@@ -55,18 +60,7 @@ class Pipeline:
         """App bytes -> frames to send now."""
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
-            if self.coalescer is None:
-                if self.rec is not None:
-                    self.rec.chunk(now, True)
-                return [body]
-            try:
-                delta = self.dialect.delta(body) if self.dialect is not None else None
-            except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
-                out = self.flush()
-                self.coalescer = None
-                out.append(body)
-                return out
-            return self._merge(delta, now) if delta is not None else [body]
+            return self._feed_bytes(body, now)
         blob = framer.feed(body)
         if self.mid_event or framer.pending > self._max_event:
             # Too large to hold (or already half on the wire): forward as it arrives, merge nothing.
@@ -79,33 +73,56 @@ class Pipeline:
             return out
         if not blob:
             return []
-        dialect = self.dialect or self._detect(blob)
-        if dialect is None:
-            return [blob]
-        if self.coalescer is None:
+        dialect = self.dialect
+        if dialect.detecting:
+            dialect = self._detect(blob)
+            if dialect.detecting:
+                return [blob]
+        coalescer = self.coalescer
+        if coalescer is None:
             self._observe(dialect, blob, now)
             return [blob]
         out = []
         for raw in _events(blob):
             delta = dialect.delta(raw)
-            if delta is not None:
-                out.extend(self._merge(delta, now))
-            else:
+            if delta is not None and delta[2]:
+                out.extend(self._merge(coalescer, delta, now))
+            else:  # an empty delta still goes out: it may carry what starts a tool call
                 out.extend(self.flush())
                 out.append(raw)
                 self._observe(dialect, raw, now)
         return out
 
-    def _detect(self, blob: bytes) -> Dialect | None:
-        dialect = self.dialect = detect(blob)
-        if dialect is None:
-            return None
-        if not dialect.merges:
+    def _feed_bytes(self, body: bytes, now: float) -> list[bytes]:
+        coalescer = self.coalescer
+        if coalescer is None:
+            if self.rec is not None:
+                self.rec.chunk(now, True)
+            return [body]
+        try:
+            delta = self.dialect.delta(body)
+        except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
+            out = self.flush()
+            self.coalescer = None
+            out.append(body)
+            return out
+        return self._merge(coalescer, delta, now) if delta is not None else [body]
+
+    def _detect(self, blob: bytes) -> Dialect:
+        """The dialect, from the first event with data in ``blob``; still undetected if it has none."""
+        for raw in _events(blob):
+            found = detect(raw, self._relay)
+            if found is not None:
+                break
+        else:
+            return self.dialect
+        self.dialect = found
+        if not found.merges:
             self.coalescer = None
         if self.rec is not None:
-            self.rec.dialect(dialect.provider, dialect.operation)
-            self._record_info(dialect, blob)
-        return dialect
+            self.rec.dialect(found.provider, found.operation)
+            self._record_info(found, blob)
+        return found
 
     def _observe(self, dialect: Dialect, raw: bytes, now: float) -> None:
         rec = self.rec
@@ -120,19 +137,15 @@ class Pipeline:
         if info and self.rec is not None:
             self.rec.response(**info)
 
-    def _merge(self, delta: Delta, now: float) -> list[bytes]:
+    def _merge(self, coalescer: Coalescer[Any, Envelope], delta: Delta, now: float) -> list[bytes]:
         key, envelope, text = delta
         if self.rec is not None:
             self.rec.chunk(now, True)
-        if self.coalescer is None or self.dialect is None:  # never: deltas come only when merging
-            return []
-        pieces = self.coalescer.feed(key, envelope, text, now)
+        pieces = coalescer.feed(key, envelope, text, now)
         return self._frames(pieces) if pieces else []
 
     def _frames(self, pieces: list[tuple[Envelope, str]]) -> list[bytes]:
         """Merged pieces as wire frames, each in its first event's envelope."""
-        if self.dialect is None:
-            return []
         build = self.dialect.build
         return [build(env, piece) for env, piece in pieces]
 
@@ -147,10 +160,9 @@ class Pipeline:
         if self.coalescer is None:
             return []
         out = self._frames(self.coalescer.flush())
-        if isinstance(self.dialect, PlainText):
-            tail = self.dialect.tail()  # a UTF-8 sequence the stream never finished, as it came
-            if tail:
-                out.append(tail)
+        held = self.dialect.flush()  # e.g. a UTF-8 sequence a text/plain stream never finished, as it came
+        if held:
+            out.append(held)
         return out
 
     def close(self) -> list[bytes]:
@@ -166,16 +178,16 @@ class Pipeline:
         A partial event the app never finished is dropped first: its client would discard it anyway,
         and it must not swallow the error event's lines.
         """
-        if self.kind != headers.SSE or self.mid_event:
+        if self.mid_event:
             return None
         if self.framer is not None:
             self.framer.take()
-        return (self.dialect or Dialect()).error_event(info)
+        return self.dialect.error_event(info)
 
 
 def _events(blob: bytes) -> list[bytes]:
     """Whole raw events of a blob that ends on a boundary (extra blank lines ride with the event before)."""
-    if 13 in blob or blob.count(b"\n\n") == 1:  # 13: CR (an int needle is a memchr)
+    if CR in blob or blob.count(b"\n\n") == 1:
         return [blob]  # the usual single event; CR-framed streams are forwarded whole, never merged
     parts = blob.split(b"\n\n")
     out: list[bytes] = []

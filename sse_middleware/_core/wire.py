@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, Final
 
 from .errors import ErrorInfo
 from .sse import Event, Parser
 
 Envelope = tuple[bytes, bytes]
 """Bytes before and after the escaped text of a delta event: a merged frame is ``before + text + after``."""
+
+# Byte needles as ints: ``13 in raw`` is a memchr, where a one-byte bytes needle is a slower substring search.
+CR: Final = 13
+LF: Final = 10
+QUOTE: Final = 34
+BACKSLASH: Final = 92
+DONE: Final = b"[DONE]"
+
+Delta = tuple[Hashable, Envelope, str]
+"""What a dialect finds in a mergeable event: its merge key, its envelope, and its text."""
+Known = tuple[bytes, bytes, Hashable]
+"""A dialect's last delta envelope and key, to read the next event of the same shape without a parse."""
 
 
 def loads(data: bytes) -> Any:
@@ -23,9 +36,38 @@ def loads(data: bytes) -> Any:
 def unescape(contents: bytes) -> str | None:
     """A JSON string's contents (between the quotes) as text; None if they are not valid."""
     try:
-        return loads(b'"' + contents + b'"') if 92 in contents else contents.decode("utf-8")
+        return loads(b'"' + contents + b'"') if BACKSLASH in contents else contents.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def same_envelope(last: Known | None, raw: bytes) -> Delta | None:
+    """The last delta's key and envelope again, with the new text between: what a full parse of ``raw``
+    would find when only the text differs (consecutive deltas usually differ in nothing else).
+
+    The text must need no unescaping and hold no quote, CR or LF; anything else takes the full parse.
+    """
+    if last is None:
+        return None
+    before, after, key = last
+    if not (raw.startswith(before) and raw.endswith(after)):
+        return None
+    end = len(raw) - len(after)
+    if end <= len(before):
+        return None  # no text: whatever the parse says about an empty one
+    contents = raw[len(before) : end]
+    if QUOTE in contents or BACKSLASH in contents or LF in contents or CR in contents:
+        return None
+    try:
+        return key, (before, after), contents.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def is_done(raw: bytes) -> bool:
+    """Whether ``raw`` is the ``data: [DONE]`` event that ends an OpenAI-style stream."""
+    event = simple(raw)
+    return event is not None and event[0] is None and event[1] == DONE
 
 
 def escape(text: str) -> bytes:
@@ -41,7 +83,7 @@ def escape(text: str) -> bytes:
 
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:
     """(event name, data) of an LF-framed event made of at most one ``event`` and one ``data`` line."""
-    if 13 in raw:
+    if CR in raw:
         return None
     lines = raw.rstrip(b"\n").split(b"\n")
     name: bytes | None = None
@@ -52,6 +94,15 @@ def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:
         return None
     data = lines[0][5:]
     return name, data[1:] if data[:1] == b" " else data
+
+
+def data_object(raw: bytes, name: bytes | None = None) -> dict[str, Any] | None:
+    """The JSON object in an event made of one ``data`` line (after an ``event: name`` line if named)."""
+    event = simple(raw)
+    if event is None or event[0] != name or event[1][:1] != b"{":
+        return None
+    obj = loads(event[1])
+    return obj if isinstance(obj, dict) else None
 
 
 def read_event(raw: bytes) -> Event | None:
@@ -73,7 +124,7 @@ def name_and_data(raw: bytes) -> tuple[str | None, bytes]:
 
 
 def string_field(field: bytes) -> re.Pattern[bytes]:
-    return re.compile(rb'"' + field + rb'":\s*"((?:[^"\\]|\\.)*)"')
+    return re.compile(rb'"' + re.escape(field) + rb'":\s*"((?:[^"\\]|\\.)*)"')
 
 
 def dumps(obj: Any) -> str:

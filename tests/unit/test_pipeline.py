@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sse_middleware import StreamingSettings
+from sse_middleware._core.dialects import RelayMemory, RouteRelay
 from sse_middleware._core.pipeline import Pipeline
 from sse_middleware._core.sse import Event, encode, parse
 
 from ..support.apps import anthropic_event, openai_chunk
+from ..support.formats import ARGS_TEXT, FORMATS, TOOL_ARGS, chat, read, sse, tool_args, tool_head
+from ..support.formats import stream as format_stream
 
 tokens_st = st.lists(
     st.sampled_from(
@@ -45,9 +50,11 @@ gaps_st = st.lists(st.sampled_from([0.0, 0.001, 0.01, 0.04, 0.2]), min_size=40, 
 cuts_st = st.lists(st.integers(0, 4000), max_size=15)
 
 
-def drive(stream: bytes, cuts: list[int], gaps: list[float], s: StreamingSettings) -> list[bytes]:
+def drive(
+    stream: bytes, cuts: list[int], gaps: list[float], s: StreamingSettings, **pipeline: Any
+) -> list[bytes]:
     """Feed ``stream`` cut at ``cuts``, advancing a fake clock by ``gaps``, ticking at every deadline."""
-    pipe = Pipeline("sse", s, None)
+    pipe = Pipeline("sse", s, None, **pipeline)
     frames: list[bytes] = []
     now = 0.0
     bounds = sorted({min(c, len(stream)) for c in cuts} | {len(stream)})
@@ -159,3 +166,146 @@ def test_error_frame_drops_a_partial_event_so_it_cannot_swallow_the_error() -> N
     frame = pipe.error_frame(ErrorInfo("internal_error", "failed", "id"))
     assert frame is not None
     assert [e.event for e in parse(frame)] == ["error"]
+
+
+# -- Every dialect ------------------------------------------------------------------------------------
+
+
+def learned(field: str = "text", path: str = "/relay") -> RouteRelay:
+    """A route whose earlier stream proved it a relay."""
+    route = RelayMemory().for_route({"method": "POST", "path": path})
+    route.learn(field)
+    return route
+
+
+def format_case(fmt: str, tokens: list[str]) -> tuple[bytes, StreamingSettings, dict[str, Any]]:
+    """A stream of ``fmt``, with the settings and pipeline arguments the format is merged under."""
+    if fmt == "json":
+        return format_stream(fmt, tokens), StreamingSettings(dialect="json", json_text_field="payload.t"), {}
+    return format_stream(fmt, tokens), StreamingSettings(), {"relay": learned()} if fmt == "relay" else {}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, gaps_st)
+def test_every_dialect_keeps_the_text_per_key_and_the_order_of_everything(
+    fmt: str, tokens: list[str], cuts: list[int], gaps: list[float]
+) -> None:
+    """Text, reasoning and tool-call arguments per key identical; every other event in its place, with
+    exactly the text before it that it had; under any chunking and timing."""
+    stream, s, pipeline = format_case(fmt, tokens)
+    frames = drive(stream, cuts, gaps, s, **pipeline)
+    texts, others = read(fmt, b"".join(frames))
+    assert (texts, others) == read(fmt, stream)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_dialect_merges_a_fast_stream_several_fold(fmt: str) -> None:
+    """Events 1 ms apart (a fast API): several-fold fewer events; the control, coalescing off, forwards
+    every event as it came."""
+    stream, s, pipeline = format_case(fmt, ["Hel", "lo", " wor", "ld", "!\n"] * 20)
+    cuts = [i for i in range(len(stream)) if stream[i - 2 : i] == b"\n\n"]
+    merged = b"".join(drive(stream, cuts, [0.001], s, **pipeline))
+    assert len(parse(merged)) * 4 <= len(parse(stream)), (len(parse(merged)), len(parse(stream)))
+    control = StreamingSettings(coalesce=False, dialect=s.dialect, json_text_field=s.json_text_field)
+    assert b"".join(drive(stream, cuts, [0.001], control, **pipeline)) == stream
+
+
+def test_tool_call_arguments_merge_into_their_first_fragment() -> None:
+    """After the leading edge (the text before), a call's first fragment is the envelope of its arguments."""
+    head = chat(tool_head(0, "get_weather", ARGS_TEXT[:2]))
+    rest = "".join(chat(tool_args(0, c)) for c in ARGS_TEXT[2:])
+    frames = drive((chat({"content": "Let me look."}) + head + rest).encode(), [], [0.0], StreamingSettings())
+    text, call = parse(b"".join(frames))
+    assert json.loads(text.data)["choices"][0]["delta"]["content"] == "Let me look."
+    fragment = json.loads(call.data)["choices"][0]["delta"]["tool_calls"][0]
+    assert (fragment["id"], fragment["function"]["name"]) == ("call_0", "get_weather")
+    assert json.loads(fragment["function"]["arguments"]) == TOOL_ARGS
+
+
+def test_an_empty_delta_goes_out_as_it_is() -> None:
+    """A tool call's first fragment with empty arguments (it carries the call's id and name), Anthropic's
+    first empty ``partial_json``, an empty AI SDK delta: nothing to merge, but never dropped."""
+    cases = [
+        chat({"content": "Hi"}) + chat(tool_head(0, "f")) + chat(tool_args(0, "{}")),
+        anthropic_event(
+            "content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}
+        ),
+        sse({"type": "start"}) + sse({"type": "text-delta", "id": "0", "delta": ""}),
+    ]
+    for stream in cases:
+        assert b"".join(drive(stream.encode(), [], [0.0], StreamingSettings())) == stream.encode()
+
+
+json_messages_st = st.lists(  # what a relay sends: merged only once its route proved it
+    st.builds(lambda t: {"text": t}, st.text(max_size=5)), min_size=1, max_size=8
+) | st.lists(
+    st.dictionaries(
+        st.sampled_from(["text", "content", "id", "type", "n"]), st.text(max_size=5) | st.integers()
+    ),
+    min_size=1,
+    max_size=8,
+)
+fast_gaps_st = st.lists(st.sampled_from([0.0, 0.001, 0.01]), min_size=40, max_size=40)  # where merging would
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_messages_st, cuts_st, fast_gaps_st, st.booleans(), st.booleans())
+def test_json_messages_stay_byte_identical_unless_a_route_proved_a_relay(
+    messages: list[dict[str, Any]], cuts: list[int], gaps: list[float], done: bool, compact: bool
+) -> None:
+    """Arbitrary JSON messages, relay-looking ones included, up to a [DONE] or not, on a route that has
+    proven nothing: byte-identical. The stream that proves the route is byte-identical too."""
+    stream = (
+        "".join(sse(m, compact=compact) for m in messages) + ("data: [DONE]\n\n" if done else "")
+    ).encode()
+    memory = RelayMemory()
+    route = memory.for_route({"method": "GET", "path": "/m"})
+    assert b"".join(drive(stream, cuts, gaps, StreamingSettings(), relay=route)) == stream
+
+
+def test_a_relay_merges_from_the_stream_after_the_one_that_proved_it() -> None:
+    memory = RelayMemory()
+    stream = format_stream("relay", ["a", "b", "c", "d"] * 10)
+    runs = [
+        drive(stream, [], [0.001], StreamingSettings(), relay=memory.for_route({"path": "/r"})) for _ in "12"
+    ]
+    assert b"".join(runs[0]) == stream  # the first stream proves the route, unchanged
+    assert len(parse(b"".join(runs[1]))) * 4 <= len(parse(stream))
+    assert read("relay", b"".join(runs[1])) == read("relay", stream)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tokens_st, st.lists(st.integers(0, 400), max_size=15), gaps_st, st.sampled_from([b"", "你".encode()[:2]])
+)
+def test_text_plain_bytes_are_never_altered_under_any_chunking(
+    tokens: list[str], cuts: list[int], gaps: list[float], unfinished: bytes
+) -> None:
+    """Cuts inside multi-byte characters, and a last character the app never finished: what goes out,
+    joined, is exactly what came in."""
+    body = "".join(tokens).encode() + unfinished
+    pipe, out, now, last = Pipeline("text", StreamingSettings(), None), [], 0.0, 0
+    for i, bound in enumerate(sorted({min(c, len(body)) for c in cuts} | {len(body)})):
+        now += gaps[i % len(gaps)]
+        while (due := pipe.deadline()) is not None and due <= now:
+            out += pipe.tick(due)
+        out += pipe.feed(body[last:bound], now)
+        last = bound
+    assert b"".join(out + pipe.close()) == body
+
+
+@settings(max_examples=200, deadline=None)
+@given(tokens_st, cuts_st, gaps_st)
+def test_the_text_dialect_keeps_the_text_per_event_name(
+    tokens: list[str], cuts: list[int], gaps: list[float]
+) -> None:
+    names = ["a", None, "a", "b"]
+    events = [Event(t, names[i % 4]) for i, t in enumerate(tokens) if "\r" not in t]
+    stream = b"".join(encode(e) for e in events)
+    frames = drive(stream, cuts, gaps, StreamingSettings(dialect="text"))
+    per_name: dict[str | None, list[str]] = {}
+    for event in parse(b"".join(frames)):
+        per_name.setdefault(event.event, []).append(event.data)
+    assert {k: "".join(v) for k, v in per_name.items()} == {
+        name: "".join(e.data for e in events if e.event == name) for name in {e.event for e in events}
+    }

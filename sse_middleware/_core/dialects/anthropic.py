@@ -1,0 +1,87 @@
+"""Anthropic Messages events: ``content_block_delta`` text, thinking and tool-input JSON, per block.
+
+Merged: a ``content_block_delta`` whose delta is exactly ``{"type", <its one string field>}`` of type
+``text_delta``, ``thinking_delta`` or ``input_json_delta``, keyed by (block index, delta type); the
+``event:`` line is kept. A ``signature_delta``, a citation or anything else goes out as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from ..errors import ErrorInfo
+from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, with_id
+from .base import Spliced, data_error, matched
+
+_FAST: Final = re.compile(
+    rb'event: ?content_block_delta\ndata: ?\{"type":"content_block_delta","index":(\d+),'
+    rb'"delta":\{"type":"(text|thinking)_delta","\2":"((?:[^"\\\r\n]|\\.)*)"\}\}\n\n'
+)
+_FIELDS: Final = {
+    "text_delta": ("text", string_field(b"text")),
+    "thinking_delta": ("thinking", string_field(b"thinking")),
+    "input_json_delta": ("partial_json", string_field(b"partial_json")),
+}
+_ERRORS: Final = {
+    "internal_error": "api_error",
+    "timeout": "timeout_error",
+    "server_shutdown": "overloaded_error",
+}
+
+
+class Anthropic(Spliced):
+    """Messages API events; see the module's docstring for what merges."""
+
+    name = "anthropic"
+    provider = "anthropic"
+    operation = "chat"
+
+    def read(self, raw: bytes) -> Delta | None:
+        fast = _FAST.fullmatch(raw)
+        if fast is not None:
+            found = matched(fast, (int(fast.group(1)), fast.group(2).decode() + "_delta"))
+            if found is not None:
+                return found
+        obj = data_object(raw, b"content_block_delta")
+        delta = obj.get("delta") if obj is not None else None
+        if obj is None or not isinstance(delta, dict) or len(delta) != 2:
+            return None
+        kind, index = delta.get("type"), obj.get("index")
+        if not isinstance(kind, str) or kind not in _FIELDS or not isinstance(index, int):
+            return None
+        field, pattern = _FIELDS[kind]
+        text = delta.get(field)
+        envelope = splice(pattern, raw) if isinstance(text, str) else None
+        if envelope is None or not isinstance(text, str):
+            return None
+        return (index, kind), envelope, text
+
+    def content(self, raw: bytes) -> bool:
+        return raw.startswith(b"event: content_block_delta")
+
+    def info(self, raw: bytes) -> dict[str, Any] | None:
+        _, data = name_and_data(raw)
+        obj = loads(data)
+        if not isinstance(obj, dict):
+            return None
+        out: dict[str, Any] = {}
+        message = obj.get("message")
+        if isinstance(message, dict):
+            out.update(model=message.get("model"), response_id=message.get("id"))
+            usage = message.get("usage") or {}
+            out["input_tokens"] = usage.get("input_tokens")
+        delta = obj.get("delta")
+        if isinstance(delta, dict) and delta.get("stop_reason"):
+            out["finish_reason"] = delta["stop_reason"]
+        usage = obj.get("usage")
+        if isinstance(usage, dict) and usage.get("output_tokens") is not None:
+            out["output_tokens"] = usage["output_tokens"]
+        return out or None
+
+    def wants_info(self, raw: bytes) -> bool:
+        return raw.startswith((b"event: message_start", b"event: message_delta"))
+
+    def error_event(self, info: ErrorInfo) -> bytes:
+        kind = _ERRORS.get(info.type, info.type)
+        return data_error(info, {"type": "error", "error": {"type": kind, "message": with_id(info)}}, "error")

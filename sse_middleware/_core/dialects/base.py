@@ -1,0 +1,188 @@
+"""The dialect interface, and the formats that merge nothing or only plain text.
+
+A dialect reads one stream format the way an httpx decoder reads one content encoding: a small object
+per stream, fed whole raw events in order, keeping only what it must between them.
+
+* :meth:`Dialect.delta`: the merge key, envelope and text of an event the coalescer may merge with the
+  next ones of the same key, or None: then the event goes out unchanged.
+* :meth:`Dialect.build`: a merged frame, from the first event's envelope and the merged text. Merging
+  keeps that event's bytes and splices the text in, so ids, model and extra fields reach the client as
+  the app wrote them.
+* :meth:`Dialect.flush`: bytes the dialect itself still holds (a character the stream never finished).
+
+Plus what telemetry reads (:meth:`~Dialect.content`, :meth:`~Dialect.info`) and the stream's own error
+event. Adding a format is one subclass, and a name in :mod:`.detect`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Hashable
+from typing import Any, ClassVar
+
+from ..errors import ErrorInfo
+from ..sse import Event, encode
+from ..wire import Delta, Envelope, Known, dumps, escape, same_envelope, simple, unescape, with_retry
+
+__all__ = ["Delta", "Dialect", "Generic", "Opaque", "PlainText", "Spliced", "Text", "Undetected", "sse_error"]
+
+
+def sse_error(info: ErrorInfo) -> bytes:
+    """Generic SSE's error event: ``event: error`` and ``{"error": {"type", "message", "id"}}``."""
+    body: dict[str, Any] = {"type": info.type, "message": info.message, "id": info.id}
+    if info.code is not None:
+        body["code"] = info.code
+    return with_retry(info, encode(Event(dumps({"error": body}), "error")))
+
+
+def data_error(info: ErrorInfo, body: dict[str, Any], name: str | None = None) -> bytes:
+    """An error event carrying ``body`` (which holds the message and its error id), under ``name``."""
+    return with_retry(info, encode(Event(dumps(body), name)))
+
+
+class Dialect:
+    """The base: merges nothing, reports every event as output, fails with generic SSE's error event."""
+
+    name: ClassVar[str] = "sse"
+    provider: ClassVar[str] = "sse"
+    operation: ClassVar[str] = "stream"
+    merges: ClassVar[bool] = False
+    """Whether :meth:`delta` may find anything: the pipeline calls it per event only then."""
+    detecting: ClassVar[bool] = False
+    """Whether the format is still unknown (the pipeline asks :mod:`.detect` at the next event)."""
+
+    def delta(self, raw: bytes) -> Delta | None:
+        return None
+
+    def build(self, envelope: Envelope, text: str) -> bytes:
+        """JSON formats: the text, escaped, spliced between the envelope's halves."""
+        return envelope[0] + escape(text) + envelope[1]
+
+    def flush(self) -> bytes:
+        return b""
+
+    def content(self, raw: bytes) -> bool:
+        """Whether this event carries output (for TTFT / inter-chunk timing)."""
+        return True
+
+    def info(self, raw: bytes) -> dict[str, Any] | None:
+        """Model, response id, finish reason, usage, when this event carries them."""
+        return None
+
+    def wants_info(self, raw: bytes) -> bool:
+        """A cheap byte check: whether :meth:`info` is worth parsing this event for."""
+        return False
+
+    def error_event(self, info: ErrorInfo) -> bytes | None:
+        """The stream's own error event; None when the format has no in-band channel."""
+        return sse_error(info)
+
+
+class Spliced(Dialect):
+    """A JSON format: :meth:`read` finds a delta with a full parse; the next events of the same shape,
+    which differ only in their text, are answered from the last delta's envelope without one."""
+
+    merges = True
+
+    def __init__(self) -> None:
+        self._last: Known | None = None  # the last delta's envelope and key
+
+    def delta(self, raw: bytes) -> Delta | None:
+        same = same_envelope(self._last, raw)
+        if same is not None:
+            return same
+        found = self.read(raw)
+        if found is not None:
+            self._last = (found[1][0], found[1][1], found[0])
+        return found
+
+    def read(self, raw: bytes) -> Delta | None:
+        """The delta in ``raw`` by a full read, or None."""
+        return None
+
+
+def matched(match: re.Match[bytes], key: Hashable) -> Delta | None:
+    """A fast-path regex's delta (its group 3 is the escaped text); None when it holds no text."""
+    text = unescape(match.group(3))
+    if not text:
+        return None
+    raw = match.string
+    return key, (raw[: match.start(3)], raw[match.end(3) :]), text
+
+
+class Generic(Dialect):
+    """Generic SSE: a spec parser must see exactly the app's events, so nothing is merged."""
+
+
+class Undetected(Generic):
+    """An SSE stream whose first event with data has not come yet (comments and ``retry`` decide nothing).
+    It may still turn out to merge, so the pipeline keeps its coalescer until the format is known."""
+
+    name = "auto"
+    merges = True
+    detecting = True
+
+
+class Opaque(Generic):
+    """NDJSON, or a stream the app compressed: bytes pass as they come; no in-band error channel."""
+
+    name = "bytes"
+
+    def error_event(self, info: ErrorInfo) -> bytes | None:
+        return None
+
+
+class Text(Dialect):
+    """Opt-in: generic SSE whose data is plain text tokens. Merges data of consecutive same-name events.
+
+    A UTF-8 character that a byte-level tokenizer split across two events is rejoined before merging.
+    """
+
+    name = "text"
+    merges = True
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def delta(self, raw: bytes) -> Delta | None:
+        event = simple(raw)
+        if event is None:
+            return None
+        name, data = event
+        text = self._decoder.decode(data)
+        head = b"event: " + name + b"\n" if name is not None else b""
+        return name, (head, b"\n\n"), text
+
+    def build(self, envelope: Envelope, text: str) -> bytes:
+        lines = re.split("\r\n|\r|\n", text)
+        return envelope[0] + b"".join(b"data: " + line.encode() + b"\n" for line in lines) + b"\n"
+
+
+class PlainText(Dialect):
+    """A text/plain byte stream, merged as text. Its bytes are never altered: the decoder is strict, and a
+    stream that is not UTF-8 after all is forwarded as it comes from then on (see ``Pipeline.feed``).
+    No in-band error channel: on failure the response is cut instead."""
+
+    name = "plain"
+    provider = "text"
+    merges = True
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def delta(self, raw: bytes) -> Delta | None:
+        """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
+        return None, (b"", b""), self._decoder.decode(raw)
+
+    def build(self, envelope: Envelope, text: str) -> bytes:
+        return text.encode("utf-8")
+
+    def flush(self) -> bytes:
+        """Bytes of a character not finished yet (or never), exactly as received."""
+        pending: bytes = self._decoder.getstate()[0]
+        self._decoder.reset()
+        return pending
+
+    def error_event(self, info: ErrorInfo) -> bytes | None:
+        return None

@@ -1,0 +1,86 @@
+"""Which dialect reads a stream: named by the settings, hinted by a response header, or detected from the
+stream's first event with data. The rules are the README's table of formats; in short:
+
+1. ``dialect`` set to anything but ``auto`` wins. text/plain is :class:`PlainText`; NDJSON and streams the
+   app compressed are :class:`Opaque`.
+2. A response header ``x-vercel-ai-ui-message-stream: v1`` is the AI SDK's UI message stream.
+3. Otherwise the first event with data decides (comments and ``retry`` lines decide nothing):
+   named ``response.*``: OpenAI Responses; named ``message_start``, ``content_block_*`` or ``ping``:
+   Anthropic; any other name: generic. Unnamed, with data that is a JSON object: ``"object":
+   "chat.completion.chunk"``, or ``choices`` a non-empty list of objects that each hold a ``delta``
+   object: OpenAI chat; exactly ``{"type": "start"}`` (optionally ``messageId``, ``messageMetadata``): the
+   AI SDK; one string field among the relay candidates: a JSON relay, merged only on a route already
+   proven (see :mod:`.relay`). Anything else is generic SSE, forwarded byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from ..._settings import StreamingSettings
+from .. import headers
+from ..wire import loads, name_and_data
+from .ai_sdk import AISDK, is_start
+from .anthropic import Anthropic
+from .base import Dialect, Generic, Opaque, PlainText, Text, Undetected
+from .openai_chat import OpenAIChat, for_chunk
+from .openai_responses import OpenAIResponses
+from .relay import JsonRelay, RouteRelay, first_event
+
+BY_NAME: Final[dict[str, type[Dialect]]] = {
+    "sse": Generic,
+    "openai": OpenAIChat,
+    "openai-responses": OpenAIResponses,
+    "anthropic": Anthropic,
+    "text": Text,
+    "ai-sdk": AISDK,
+}
+_ANTHROPIC_EVENTS: Final = frozenset(("message_start", "content_block_start", "content_block_delta", "ping"))
+
+
+def initial(
+    kind: str, settings: StreamingSettings, response_headers: Iterable[tuple[bytes, bytes]] = ()
+) -> Dialect:
+    """The dialect a stream starts with: final, or :class:`Undetected` until its first event with data."""
+    if kind == headers.TEXT:
+        return PlainText()
+    if kind != headers.SSE:
+        return Opaque()
+    name = settings.dialect
+    if name == "json":
+        return JsonRelay(settings.json_text_field)
+    if name != "auto":
+        return BY_NAME[name]()
+    hint = headers.dialect_hint(response_headers)
+    return BY_NAME[hint]() if hint is not None else Undetected()
+
+
+def detect(raw: bytes, route: RouteRelay | None = None) -> Dialect | None:
+    """The dialect of a stream from one raw event, its first with data; None for an event without data.
+    ``route``: the route's relay memory, when a relay may be learned or merged (coalescing on)."""
+    name, data = name_and_data(raw)
+    if not data and name is None:
+        return None
+    if name is not None:
+        if name.startswith("response."):
+            return OpenAIResponses()
+        return Anthropic() if name in _ANTHROPIC_EVENTS else Generic()
+    if b'"chat.completion.chunk"' in data[:400]:
+        return for_chunk(data)
+    obj = loads(data) if data[:1] == b"{" else None
+    if isinstance(obj, dict):
+        choices = obj.get("choices")
+        if isinstance(choices, list) and choices and all(_has_delta(c) for c in choices):
+            return for_chunk(data)
+        if is_start(obj):
+            return AISDK()
+        if route is not None:
+            return first_event(raw, obj, route) or Generic()
+    if route is not None:
+        route.forget()
+    return Generic()
+
+
+def _has_delta(choice: object) -> bool:
+    return isinstance(choice, dict) and isinstance(choice.get("delta"), dict)

@@ -1,0 +1,88 @@
+"""OpenAI Responses API events: output text, reasoning text and summaries, function-call arguments.
+
+Merged: ``response.output_text.delta``, ``response.reasoning_text.delta``,
+``response.reasoning_summary_text.delta`` and ``response.function_call_arguments.delta`` events, each
+keyed by its event name and the indexes that place it (item, output index, content or summary index),
+when they hold no logprobs and no field this reader does not know. The first event's
+``sequence_number`` stays with the merged text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..errors import ErrorInfo
+from ..wire import Delta, loads, name_and_data, simple, splice, string_field, with_id
+from .base import Dialect, data_error
+
+_PLACES: Final = {
+    b"response.output_text.delta": ("item_id", "output_index", "content_index"),
+    b"response.reasoning_text.delta": ("item_id", "output_index", "content_index"),
+    b"response.reasoning_summary_text.delta": ("item_id", "output_index", "summary_index"),
+    b"response.function_call_arguments.delta": ("item_id", "output_index"),
+}
+_COMMON: Final = frozenset(("type", "delta", "sequence_number", "logprobs", "obfuscation"))
+_DELTA: Final = string_field(b"delta")
+_ENDS: Final = (
+    b"event: response.created",
+    b"event: response.completed",
+    b"event: response.incomplete",
+    b"event: response.failed",
+)
+
+
+class OpenAIResponses(Dialect):
+    """Responses API events; see the module's docstring for what merges."""
+
+    name = "openai-responses"
+    provider = "openai"
+    operation = "responses"
+    merges = True
+
+    def delta(self, raw: bytes) -> Delta | None:
+        event = simple(raw)
+        places = _PLACES.get(event[0]) if event is not None and event[0] is not None else None
+        if places is None or event is None:
+            return None
+        obj = loads(event[1])
+        if not isinstance(obj, dict) or not isinstance(obj.get("delta"), str) or obj.get("logprobs"):
+            return None
+        if not obj.keys() <= _COMMON.union(places):
+            return None
+        where = [obj.get(name) for name in places]
+        if not all(v is None or isinstance(v, (str, int)) for v in where):
+            return None
+        key = (event[0], *where)
+        envelope = splice(_DELTA, raw)
+        return None if envelope is None else (key, envelope, obj["delta"])
+
+    def content(self, raw: bytes) -> bool:
+        return b".delta" in raw[:80]
+
+    def info(self, raw: bytes) -> dict[str, Any] | None:
+        _, data = name_and_data(raw)
+        obj = loads(data)
+        response = obj.get("response") if isinstance(obj, dict) else None
+        if not isinstance(response, dict):
+            return None
+        out: dict[str, Any] = {"model": response.get("model"), "response_id": response.get("id")}
+        if response.get("status") in ("completed", "incomplete", "failed"):
+            out["finish_reason"] = response["status"]
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            out["input_tokens"] = usage.get("input_tokens")
+            out["output_tokens"] = usage.get("output_tokens")
+        return out
+
+    def wants_info(self, raw: bytes) -> bool:
+        return raw.startswith(_ENDS)
+
+    def error_event(self, info: ErrorInfo) -> bytes:
+        body = {
+            "type": "error",
+            "code": info.code or info.type,
+            "message": with_id(info),
+            "param": None,
+            "sequence_number": 0,
+        }
+        return data_error(info, body, "error")
