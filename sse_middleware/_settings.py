@@ -54,6 +54,12 @@ class StreamingSettings:
     max_event_bytes: int = 1 << 20
     """An event larger than this is never merged: it is forwarded as it arrives."""
 
+    # -- telemetry (issue 15) --------------------------------------------------------------------------
+    mark_parent_span: bool = True
+    """A stream that fails after its 200 also marks the span it is a child of (the HTTP server span of
+    opentelemetry-instrumentation-asgi or FastAPIInstrumentor): status ERROR and ``error.type``, so the
+    failure shows in the trace list. Off: only the stream's own span says so."""
+
     def __post_init__(self) -> None:
         _check(self)
 
@@ -132,6 +138,12 @@ def _check(s: StreamingSettings) -> None:
         raise ConfigError(f"dialect must be one of {', '.join(DIALECTS)}, got {s.dialect!r}")
     if not isinstance(s.heartbeat_comment, str) or any(c in s.heartbeat_comment for c in "\r\n"):
         raise ConfigError("heartbeat_comment must be a single line of text")
+    _check_telemetry(s)
+
+
+def _check_telemetry(s: StreamingSettings) -> None:
+    if not isinstance(s.mark_parent_span, bool):
+        raise ConfigError(f"mark_parent_span must be a bool, got {s.mark_parent_span!r}")
 
 
 def effective(settings: StreamingSettings, scope: Mapping[str, Any]) -> StreamingSettings | None:
