@@ -29,6 +29,7 @@ from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Phase, move, raise_collapsed
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings, effective
+from .._telemetry.request_model import BodyPeek
 from .disconnect import ClientWatch
 from .gate import SendGate
 from .timer import FINALIZE_SECONDS, Timed
@@ -52,6 +53,7 @@ class Responder(Timed):
         "_app_scope",
         "_gate",
         "_late",
+        "_peek",
         "_send",
         "_tg",
         "_trailers",
@@ -87,6 +89,7 @@ class Responder(Timed):
         self.failure: Exception | None = None
         self.disconnected = False
         self._watch = ClientWatch(receive, scope, self._client_gone)
+        self._peek = BodyPeek()  # what the app reads of its body, for gen_ai.request.model
         self._gate = SendGate()
         self._trailers = False  # the start declared trailers: the server waits for them
         self._late = 0  # writes after the end
@@ -195,6 +198,7 @@ class Responder(Timed):
             if self.clocks.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
                 await self._cancelled_from_outside()
             raise
+        self._peek.see(message)
         self._start_listening()  # the app read its body, or stopped listening itself
         return message
 
@@ -251,7 +255,10 @@ class Responder(Timed):
         self._trailers = bool(message.get("trailers"))
         if self.settings.telemetry:
             self.rec = self.mw.telemetry.start(
-                self.scope, start_mono=self.started_mono, start_ns=self.started_ns
+                self.scope,
+                start_mono=self.started_mono,
+                start_ns=self.started_ns,
+                body=self._peek,
             )
         self.pipe = Pipeline(kind, self.settings, self.rec)
         self.mw.track(self)
