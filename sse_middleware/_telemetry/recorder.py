@@ -41,9 +41,6 @@ class Telemetry:
     ``gap_sample_every``: the SDK's ``Histogram.record`` costs ~10 us, more than our whole hot path, so
     one observation per gap dominates the cost. N > 1 records every Nth gap from a random offset per
     stream: the distribution stays unbiased, but the histogram's count is then ~1/N of the gaps.
-
-    ``mark_parent``: a stream that fails also marks the span it is a child of (the HTTP server span of
-    opentelemetry-instrumentation-asgi), which would otherwise stay UNSET with its 200 status.
     """
 
     def __init__(
@@ -54,7 +51,6 @@ class Telemetry:
         slo_ttft: float = 0.0,
         slo_tpot: float = 0.0,
         gap_sample_every: int = 1,
-        mark_parent: bool = True,
     ) -> None:
         self.tracer = trace.get_tracer("sse_middleware", _VERSION or None, tracer_provider)
         meter = metrics.get_meter("sse_middleware", _VERSION, meter_provider)
@@ -75,7 +71,6 @@ class Telemetry:
         )
         self.slo_ttft, self.slo_tpot = slo_ttft, slo_tpot
         self.gap_sample_every = max(1, gap_sample_every)
-        self.mark_parent = mark_parent
         self._providers = (tracer_provider, meter_provider)
 
     def _configured(self) -> bool:
@@ -87,7 +82,13 @@ class Telemetry:
         return type(tp).__name__ not in _UNSET or type(mp).__name__ not in _UNSET
 
     def start(
-        self, scope: Mapping[str, Any], *, start_mono: float, start_ns: int, body: BodyPeek | None = None
+        self,
+        scope: Mapping[str, Any],
+        *,
+        start_mono: float,
+        start_ns: int,
+        body: BodyPeek | None = None,
+        mark_parent: bool = True,
     ) -> StreamTelemetry | None:
         """Open the stream's span, dated from request arrival (``start_ns``); None when OpenTelemetry is
         not set up at all (no SDK behind either provider), so an app without it pays nothing per token.
@@ -96,6 +97,8 @@ class Telemetry:
         outside us; else we *are* the server span and continue the W3C context in the request headers.
         ``body``: what the app read of its request body, for ``gen_ai.request.model`` (looked at only
         here, once OpenTelemetry is known to be set up); :func:`~.annotate.annotate` overrides it.
+        ``mark_parent``: if the stream fails, mark the span we are a child of too (the HTTP server span
+        of opentelemetry-instrumentation-asgi, which would otherwise stay UNSET with its 200 status).
         """
         if not self._configured():
             return None
@@ -125,7 +128,7 @@ class Telemetry:
             f"stream {route}" if route else "stream", ctx, kind, attrs, start_time=start_ns
         )
         # The span we are a child of, to mark as failed if we fail (one that records: not a remote one).
-        mark = kind is SpanKind.INTERNAL and self.mark_parent and current.is_recording()
+        mark = kind is SpanKind.INTERNAL and mark_parent and current.is_recording()
         return StreamTelemetry(
             self, span, scope, route, model or "", current if mark else None, start_mono, start_ns
         )

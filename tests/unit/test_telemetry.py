@@ -654,11 +654,11 @@ def test_annotate_checks_what_it_is_given() -> None:
 def test_a_failed_stream_marks_the_enclosing_server_span(otel: Otel, mark: bool) -> None:
     tracer = otel.tp.get_tracer("contrib-asgi")
     with tracer.start_as_current_span("POST /v1/chat/completions", kind=SpanKind.SERVER):
-        otel.tel(mark_parent=mark).start(scope(), start_mono=T0, start_ns=NS0).end(
+        otel.tel().start(scope(), start_mono=T0, start_ns=NS0, mark_parent=mark).end(
             T0 + 1, exception=RuntimeError("boom")
         )
     with tracer.start_as_current_span("POST /ok", kind=SpanKind.SERVER):
-        otel.tel(mark_parent=mark).start(scope(), start_mono=T0, start_ns=NS0).end(
+        otel.tel().start(scope(), start_mono=T0, start_ns=NS0, mark_parent=mark).end(
             T0 + 1, client_disconnected=True
         )
     servers = {s.name: s for s in otel.spans() if s.kind is SpanKind.SERVER}
