@@ -48,7 +48,6 @@ class StreamingMiddleware:
             slo_ttft=s.slo_ttft,
             slo_tpot=s.slo_tpot,
             gap_sample_every=s.inter_chunk_sample_every,
-            mark_parent=s.mark_parent_span,
         )
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
         self._drain_at = math.inf

@@ -259,6 +259,7 @@ class Responder(Timed):
                 start_mono=self.started_mono,
                 start_ns=self.started_ns,
                 body=self._peek,
+                mark_parent=self.settings.mark_parent_span,
             )
         self.pipe = Pipeline(kind, self.settings, self.rec)
         self.mw.track(self)
