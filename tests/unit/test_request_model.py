@@ -45,6 +45,7 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"model": 
         ({"messages": MESSAGES, "model": "m" * (MAX_MODEL_CHARS + 1)}, None),
         ({"model": "ünïcødé/モデル\n\"q\"", "x": 1}, "ünïcødé/モデル\n\"q\""),
         ({"a\"model": "not the key", "model": "real"}, "real"),
+        ({"messages": [], "model": "real", "x\"model": "a key ending in model"}, "real"),
         ([{"model": "in an array"}], None),
     ],
 )

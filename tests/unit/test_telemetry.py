@@ -627,6 +627,10 @@ def test_annotate_adds_span_attributes_and_names_the_model(otel: Otel) -> None:
     stream.dialect("openai", "chat")
     feed(stream, EVENTS)
     stream.end(T0 + 1.0)
+    late = otel.tel().start(scope_2 := scope(), start_mono=T0, start_ns=NS0, body=peek(b'{"model": "b"}'))
+    annotate(scope_2, request_model="named-late")  # from the generator, after the response started
+    late.end(T0 + 1.0)
+    assert (otel.spans()[1].attributes or {})["gen_ai.request.model"] == "named-late"
     attrs = otel.spans()[0].attributes or {}
     assert {k: attrs[k] for k in ("session.id", "user.id", "gen_ai.conversation.id", "tenant.id")} == {
         "session.id": "conv-1",
@@ -635,7 +639,7 @@ def test_annotate_adds_span_attributes_and_names_the_model(otel: Otel) -> None:
         "tenant.id": "acme",
     }
     assert attrs["gen_ai.request.model"] == "from-hook"  # the hook wins over the body
-    (point,) = otel.points("gen_ai.server.request.duration")
+    point, _ = otel.points("gen_ai.server.request.duration")
     assert point.attributes["gen_ai.request.model"] == "from-hook"
     assert "user.id" not in point.attributes and "session.id" not in point.attributes  # span only
 
