@@ -4,7 +4,7 @@ server span around the middleware (without its per-message spans), plus two test
 
 - ``POST /v1/chat/completions?fail_at=N``: the example's endpoint, failing after N tokens when asked;
   ``mark=0`` turns ``mark_parent_span`` off for that request (the control); ``session`` annotates it.
-- ``GET /timed?ttft=S&gap=S&n=N``: a stream with known latencies, for the Prometheus quantiles.
+- ``GET /timed?ttft=S&gap=S&n=N&model=M``: a stream with known latencies, for the Prometheus quantiles.
 
 Run with ``uvicorn tests.support.apps_otel:app``.
 """
@@ -59,6 +59,8 @@ async def chat(request: Request, body: fastapi_openai.ChatRequest) -> object:
 async def timed(request: Request) -> StreamingResponse:
     ttft, gap = float(request.query_params["ttft"]), float(request.query_params["gap"])
     n = int(request.query_params.get("n", "5"))
+    if model := request.query_params.get("model"):
+        annotate(request.scope, request_model=model)  # no body to name it: the hook does
 
     async def gen() -> AsyncIterator[str]:
         await anyio.sleep(ttft)
