@@ -11,6 +11,8 @@ in docs/observability.md; otherwise it goes to a temporary file.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ import httpx
 import pytest
 
 from ..support.phoenix import Phoenix, phoenix
-from ..support.servers import Server, require, uvicorn
+from ..support.servers import ROOT, Server, free_port, require, uvicorn, wait_for_port
 
 CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -127,8 +129,47 @@ def test_screenshot_of_a_stream_trace(backend: Phoenix, spans: dict[str, Any]) -
         page = browser.new_page(viewport={"width": 1500, "height": 1350})
         page.goto(f"{backend.url}/redirects/traces/{ok['context']['trace_id']}")
         page.get_by_text("chat ok-model").first.click(timeout=60_000)
-        page.get_by_text("gen_ai.response.time_to_first_chunk").first.wait_for(timeout=30_000)
+        # The span's attribute table, with the model the middleware read from the request body.
+        row = page.get_by_text("gen_ai.request.model", exact=True).filter(visible=True).first
+        row.wait_for(timeout=30_000)
         SCREENSHOT.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
         browser.close()
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def run_lab(extra_env: dict[str, str], model: str) -> str:
+    """``examples/lab.py`` with ``extra_env``: one stream through its middleware, then its output."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = {k: v for k, v in env.items() if not k.lower().endswith("_proxy")}
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)  # this tree's package
+    env |= {"PYTHONPATH": path, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "200"}
+    env |= extra_env
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "lab.py"), "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(port, proc, timeout=60)
+            body = {"model": model, "stream": True, "scenario": "short", "ttft": 0.05, "tpot": 0.002}
+            response = httpx.post(f"http://127.0.0.1:{port}/mw/v1/chat/completions", json=body, timeout=60)
+            assert response.status_code == 200 and "[DONE]" in response.text
+            time.sleep(1.5)  # several metric export intervals
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        log.seek(0)
+        return log.read().decode(errors="replace")
+
+
+def test_the_lab_sends_traces_to_phoenix_and_no_metrics_there(backend: Phoenix) -> None:
+    output = run_lab({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": backend.traces_endpoint,
+                      "OTEL_METRICS_EXPORTER": "none"}, "lab-per-signal")
+    assert "405" not in output and "Failed to export" not in output, output
+    deadline = time.monotonic() + 30
+    while not [s for s in backend.spans() if s["attributes"].get("gen_ai.request.model") == "lab-per-signal"]:
+        assert time.monotonic() < deadline, "the lab's span never reached Phoenix"
+        time.sleep(0.3)
+    # The control: only the common endpoint, as before issue 15: every metrics export is refused.
+    output = run_lab({"OTEL_EXPORTER_OTLP_ENDPOINT": backend.url}, "lab-common-endpoint")
+    assert "405" in output, output
