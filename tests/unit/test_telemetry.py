@@ -721,3 +721,27 @@ def test_the_middleware_hands_the_body_the_app_read_to_telemetry(otel: Otel) -> 
     first, second = otel.spans()
     assert (first.attributes or {})["gen_ai.request.model"] == "gpt-4o"
     assert (second.attributes or {})["gen_ai.request.model"] == "x"
+
+
+def test_the_lab_reads_the_standard_exporter_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PACKAGE_PARENT / "examples"))
+    import lab_telemetry
+
+    def chosen(**env: str) -> tuple[list[str], list[str]]:
+        for name in [n for n in os.environ if n.startswith("OTEL_")]:
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return lab_telemetry.exporters("TRACES"), lab_telemetry.exporters("METRICS")
+
+    assert chosen() == (["console"], ["console"])
+    assert chosen(OTEL_EXPORTER_OTLP_ENDPOINT="http://x") == (["otlp"], ["otlp"])
+    # Phoenix: traces to its endpoint, no metrics (it has no metrics endpoint: 405 on each export).
+    phoenix = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://x/v1/traces", "OTEL_METRICS_EXPORTER": "none"}
+    assert chosen(**phoenix) == (["otlp"], [])
+    assert chosen(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="prometheus, console") == (
+        [],
+        ["prometheus", "console"],
+    )
+    with pytest.raises(SystemExit, match="OTEL_METRICS_EXPORTER"):
+        chosen(OTEL_METRICS_EXPORTER="zipkin")
