@@ -25,7 +25,7 @@ PEEK_BYTES: Final = 1 << 20
 """How much of the request body the shell keeps (references to the app's own chunks, dropped once the
 response starts). A body this long or longer is taken as cut short."""
 MAX_MODEL_CHARS: Final = 256  # a longer "model" is no model name; it stays off spans and metrics
-_WALK_BYTES: Final = 64 * 1024  # a cut body is walked member by member only this far
+_WALK_BYTES: Final = 16 * 1024  # a cut body is walked member by member only this far
 _CANDIDATES: Final = 4  # at most this many "model" keys tried from the end (nested ones are rejected)
 
 _KEY: Final = b'"model"'
