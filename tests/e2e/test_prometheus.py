@@ -27,10 +27,11 @@ from ..support.servers import ROOT, free_port, require, uvicorn, wait_for_port
 
 DOC = ROOT / "docs" / "observability.md"
 # (ttft, gap) per requested model, each well inside one bucket of the conventions' boundaries.
-# The time the server adds (routing, instrumentation, a busy 2-core machine) goes above them only.
-LATENCIES = {"fast": (0.11, 0.028), "slow": (0.55, 0.11)}
+# The time the server adds (routing, instrumentation, a busy 2-core machine) only goes above them, so
+# each sits just above a bucket's lower bound: 145 ms or more of room for TTFT, 48 ms for a gap.
+LATENCIES = {"fast": (0.105, 0.102), "slow": (0.505, 0.205)}
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 0.75)
-GAP_BUCKETS = (0.025, 0.05, 0.1, 0.15)
+GAP_BUCKETS = (0.1, 0.15, 0.2, 0.3)
 STREAMS_PER_MODEL = 6
 TOKENS = 9  # 8 gaps: with the default sampling of every 8th gap, one per stream in the gap histogram
 SLO_TTFT = 0.4  # fast streams meet it, slow ones miss it
@@ -85,16 +86,15 @@ def query(url: str, promql: str) -> dict[str, float]:
 
 
 def run_streams(app_url: str, per_model: int) -> None:
-    """``per_model`` streams of each model, one model per thread (a stream at a time per model)."""
+    """``per_model`` streams of each model, at most two of a model at a time."""
 
-    def streams(model: str) -> None:
+    def one(model: str) -> None:
         ttft, gap = LATENCIES[model]
         params = {"ttft": ttft, "gap": gap, "n": TOKENS, "model": model}
-        for _ in range(per_model):
-            httpx.get(f"{app_url}/timed", params=params, timeout=60).raise_for_status()
+        httpx.get(f"{app_url}/timed", params=params, timeout=60).raise_for_status()
 
-    with ThreadPoolExecutor(len(LATENCIES)) as pool:
-        list(pool.map(streams, LATENCIES))
+    with ThreadPoolExecutor(2 * len(LATENCIES)) as pool:
+        list(pool.map(one, [model for _ in range(per_model) for model in LATENCIES]))
 
 
 def wait_for(url: str, promql: str, expected: float, timeout: float = 60) -> None:

@@ -11,6 +11,7 @@ Run with ``uvicorn tests.support.apps_otel:app``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -67,7 +68,13 @@ async def timed(request: Request) -> StreamingResponse:
         for i in range(n):
             if i:
                 await anyio.sleep(gap)
-            yield f'data: {{"choices": [{{"index": 0, "delta": {{"content": "t{i} "}}}}]}}\n\n'
+            chunk = {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"content": f"t{i} "}}],
+            }
+            yield f"data: {json.dumps(chunk)}\n\n"  # OpenAI's shape: its [DONE] is no token
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(gen(), media_type="text/event-stream")
