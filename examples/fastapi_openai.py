@@ -17,12 +17,20 @@ then point any OpenAI client at it::
 The "model" streams a canned answer one token per event, as real servers do. ``StreamingMiddleware``
 coalesces those events into ~20 frames a second, keeps idle streams alive, and turns an exception
 after the first byte into an OpenAI ``{"error": ...}`` event the SDK raises as ``APIError``.
+
+OpenTelemetry: under ``opentelemetry-instrument`` the middleware uses what it set up; run directly, the
+standard ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` / ``OTEL_EXPORTER_OTLP_*`` variables are
+honoured (see ``examples/lab_telemetry.py``), e.g. for Arize Phoenix::
+
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:6006/v1/traces OTEL_METRICS_EXPORTER=none \
+        python examples/fastapi_openai.py
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import time
 import uuid
@@ -91,6 +99,11 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
+    if any(name.startswith(("OTEL_TRACES_", "OTEL_METRICS_", "OTEL_EXPORTER_")) for name in os.environ):
+        import lab_telemetry  # beside this file
+
+        lab_telemetry.install("fastapi-openai-example")
+        print(f"telemetry: {lab_telemetry.describe()}", flush=True)
     print(f"OpenAI-compatible endpoint: http://{args.host}:{args.port}/v1/chat/completions", flush=True)
     uvicorn.run(app, host=args.host, port=args.port)
 

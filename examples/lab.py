@@ -9,8 +9,10 @@ then open the address it prints. Pick a scenario and press Run: the same simulat
 (a) buffered, as one JSON document at the end, (b) streamed raw, and (c) streamed through
 ``StreamingMiddleware``. All three finish together; the difference is the wait you *feel*.
 
-Spans and metrics of the middleware's streams print to the console; set
-``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`` to send them over OTLP/HTTP instead. Any
+Spans and metrics of the middleware's streams print to the console; the standard ``OTEL_*`` variables
+send them elsewhere (``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`` for OTLP/HTTP; for Arize
+Phoenix, which takes traces only, ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:6006/v1/traces
+OTEL_METRICS_EXPORTER=none``; see ``examples/lab_telemetry.py`` and docs/observability.md). Any
 ``SSE_MIDDLEWARE_*`` variable changes the middleware's settings (the lab sends a heartbeat after 1 s
 of silence unless ``SSE_MIDDLEWARE_HEARTBEAT_INTERVAL`` says otherwise).
 """

@@ -6,6 +6,7 @@ app.add_middleware(StreamingMiddleware)
 from ._asgi.middleware import StreamingMiddleware
 from ._exceptions import ConfigError, SSEMiddlewareError, StreamError
 from ._settings import StreamingSettings, opt_out, override
+from ._telemetry.annotate import annotate
 
 __all__ = [
     "ConfigError",
@@ -13,6 +14,7 @@ __all__ = [
     "StreamError",
     "StreamingMiddleware",
     "StreamingSettings",
+    "annotate",
     "opt_out",
     "override",
 ]

@@ -57,6 +57,12 @@ class StreamingSettings:
     max_event_bytes: int = 1 << 20
     """An event larger than this is never merged: it is forwarded as it arrives."""
 
+    # -- telemetry (issue 15) --------------------------------------------------------------------------
+    mark_parent_span: bool = True
+    """A stream that fails after its 200 also marks the span it is a child of (the HTTP server span of
+    opentelemetry-instrumentation-asgi or FastAPIInstrumentor): status ERROR and ``error.type``, so the
+    failure shows in the trace list. Off: only the stream's own span says so."""
+
     def __post_init__(self) -> None:
         _check(self)
 
@@ -136,6 +142,12 @@ def _check(s: StreamingSettings) -> None:
     _check_json_text_field(s.json_text_field)
     if not isinstance(s.heartbeat_comment, str) or any(c in s.heartbeat_comment for c in "\r\n"):
         raise ConfigError("heartbeat_comment must be a single line of text")
+    _check_telemetry(s)
+
+
+def _check_telemetry(s: StreamingSettings) -> None:
+    if not isinstance(s.mark_parent_span, bool):
+        raise ConfigError(f"mark_parent_span must be a bool, got {s.mark_parent_span!r}")
 
 
 # -- dialects (issue 13) ---------------------------------------------------------------------------------

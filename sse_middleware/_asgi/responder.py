@@ -32,6 +32,7 @@ from .._core.lifecycle import Phase, move
 from .._core.pipeline import Pipeline
 from .._core.sse import comment
 from .._settings import StreamingSettings, effective
+from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
 from .gate import SendGate
@@ -53,6 +54,7 @@ class Responder:
         "_due_write",
         "_gate",
         "_may_listen",
+        "_peek",
         "_send",
         "_trailers",
         "_watch",
@@ -91,6 +93,7 @@ class Responder:
         self._watcher: Watcher | None = None  # made when a stream starts
         self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
         self._may_listen = False  # set when a stream starts under a server that reports no disconnect on send
+        self._peek: BodyPeek | None = BodyPeek()  # what the app reads of its body: the request's model
         self._gate = SendGate()
         self._trailers = False  # the start declared trailers: the server waits for them
         self._app_scope = anyio.CancelScope()
@@ -201,6 +204,8 @@ class Responder:
             if self.clocks.shutdown_at != math.inf:  # stopping: this is where Starlette's host task waits
                 await self._cancelled_from_outside()
             raise
+        if self._peek is not None:
+            self._peek.see(message)
         if self.phase is Phase.STREAMING:
             if message["type"] == "http.disconnect":
                 self._client_left(cancel_app=False)  # the app heard it: what it does next is its own
@@ -281,11 +286,13 @@ class Responder:
         settings = effective(self.settings, self.scope)  # a bad override: the app's error, before the start
         kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
         if kind is None or settings is None:
+            self._peek = None
             self.phase = move(self.phase, Phase.PASSING)
             await self._send(message)
             return
         start = {**message, "headers": headers.stream_headers(message.get("headers", ()))}
         if self.scope.get("method") == "HEAD":  # no body will go out: the headers GET would have, no more
+            self._peek = None
             self.phase = move(self.phase, Phase.PASSING)
             await self._send(start)
             return
@@ -296,8 +303,13 @@ class Responder:
         self._trailers = bool(message.get("trailers"))
         if settings.telemetry:
             self.rec = self.mw.telemetry.start(
-                self.scope, start_mono=self.started_mono, start_ns=self.started_ns
+                self.scope,
+                start_mono=self.started_mono,
+                start_ns=self.started_ns,
+                body=self._peek,
+                mark_parent=settings.mark_parent_span,
             )
+        self._peek = None  # read once the stream starts (or never, without telemetry): let it go
         pipe = self.pipe = Pipeline(
             kind,
             settings,

@@ -11,6 +11,7 @@ from typing import Final
 # GenAI attributes (open-telemetry/semantic-conventions-genai, docs/registry/attributes/gen-ai.md).
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
 GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"

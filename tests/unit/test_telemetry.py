@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -30,8 +31,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from sse_middleware import StreamingMiddleware, StreamingSettings, annotate
+from sse_middleware._telemetry import gaps
 from sse_middleware._telemetry import recorder as tm
+from sse_middleware._telemetry.gaps import FOLD_AT
 from sse_middleware._telemetry.recorder import StreamTelemetry, Telemetry
+from sse_middleware._telemetry.request_model import BodyPeek
 
 from ..support.otlp_receiver import OTLPReceiver, attributes
 
@@ -252,19 +257,6 @@ def test_internal_child_when_a_span_is_current(otel: Otel) -> None:
     assert ours.context.trace_id == outer.get_span_context().trace_id
 
 
-def test_explicit_parent_context_wins_over_the_current_one(otel: Otel) -> None:
-    tracer = otel.tp.get_tracer("outer")
-    with tracer.start_as_current_span("server") as server:
-        from opentelemetry import context
-
-        at_arrival = context.get_current()
-        with tracer.start_as_current_span("app's own span"):
-            stream = otel.tel().start(scope(), start_mono=T0, start_ns=NS0, parent=at_arrival)
-    stream.end(T0 + 1)
-    ours = next(s for s in otel.spans() if s.name == "stream")
-    assert ours.parent is not None and ours.parent.span_id == server.get_span_context().span_id
-
-
 def test_nested_under_opentelemetry_instrumentation_asgi(otel: Otel) -> None:
     tel = otel.tel()
 
@@ -446,7 +438,7 @@ def test_bucket_boundaries_follow_the_conventions(otel: Otel) -> None:
 
 
 def test_long_stream_keeps_memory_bounded_and_stats_close(otel: Otel) -> None:
-    n = 3 * tm._FOLD_AT + 123
+    n = 3 * FOLD_AT + 123
     gaps = [0.0005 + 0.001 * ((i * 37) % 100) for i in range(n)]  # 0.5..99.5 ms, well mixed, off bounds
     stream = otel.tel().start(scope(), start_mono=T0, start_ns=NS0)
     now = T0 + 0.1
@@ -454,7 +446,7 @@ def test_long_stream_keeps_memory_bounded_and_stats_close(otel: Otel) -> None:
     for gap in gaps:
         now += gap
         stream.chunk(now, True)
-        assert len(stream._gaps) < tm._FOLD_AT
+        assert len(stream._gaps) < FOLD_AT
     stream.end(now)
     a = otel.spans()[0].attributes or {}
     exact = sorted(gaps)
@@ -488,11 +480,11 @@ def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(otel: Ote
 def test_gap_sampling_of_a_folded_stream_rounds_without_bias(
     otel: Otel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    n = 5 * tm._FOLD_AT  # 20480 gaps of 20 ms, all folded into one bucket; 20480 = 3 * 6826 + 2
+    n = 5 * FOLD_AT  # 20480 gaps of 20 ms, all folded into one bucket; 20480 = 3 * 6826 + 2
     tel = otel.tel(gap_sample_every=3)
     counts = []
     for draw in (0.6, 0.7):  # one extra copy with probability 2/3: when 3 * draw < 2
-        monkeypatch.setattr(tm.random, "random", lambda draw=draw: draw)
+        monkeypatch.setattr(gaps.random, "random", lambda draw=draw: draw)
         stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
         feed(stream, [(0.1 + 0.02 * i, True) for i in range(n + 1)])
         stream.end(T0 + 0.2 + 0.02 * n)
@@ -597,3 +589,159 @@ def test_real_otlp_exporters_to_a_local_receiver(monkeypatch: pytest.MonkeyPatch
     assert (ttft.count, ttft.sum) == (1, pytest.approx(0.5))
     assert list(ttft.explicit_bounds) == SPEC_BUCKETS["gen_ai.server.time_to_first_token"]
     assert attributes(ttft) == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+
+
+# -- issue 15: request model, the app's attributes, the parent span, abandoned streams -----------------
+
+
+def peek(body: bytes) -> BodyPeek:
+    seen = BodyPeek()
+    seen.see({"type": "http.request", "body": body, "more_body": False})
+    return seen
+
+
+def test_request_model_on_the_span_and_the_metrics(otel: Otel) -> None:
+    body = json.dumps({"messages": [{"role": "user", "model": "nested"}], "model": "gpt-4o"}).encode()
+    stream = otel.tel().start(scope(), start_mono=T0, start_ns=NS0, body=peek(body))
+    stream.dialect("openai", "chat")
+    feed(stream, EVENTS)
+    stream.response(model="gpt-4o-2024-08-06")
+    stream.end(T0 + 1.0)
+    (span,) = otel.spans()
+    assert (span.attributes or {})["gen_ai.request.model"] == "gpt-4o"
+    for name in ("gen_ai.server.time_to_first_token", "gen_ai.server.request.duration"):
+        (point,) = otel.points(name)
+        assert point.attributes["gen_ai.request.model"] == "gpt-4o"
+        assert point.attributes["gen_ai.response.model"] == "gpt-4o-2024-08-06"
+    # Control: no body (or one without a top-level "model"), no attribute at all.
+    one_stream(otel.tel(), EVENTS, end=1.0)
+    otel.tel().start(scope(), start_mono=T0, start_ns=NS0, body=peek(b'{"x": {"model": "n"}}')).end(T0 + 1)
+    assert [("gen_ai.request.model" in (s.attributes or {})) for s in otel.spans()] == [True, False, False]
+
+
+def test_annotate_adds_span_attributes_and_names_the_model(otel: Otel) -> None:
+    asgi_scope = scope()
+    annotate(asgi_scope, {"session.id": "conv-1", "user.id": "u-7"}, request_model="from-hook")
+    stream = otel.tel().start(asgi_scope, start_mono=T0, start_ns=NS0, body=peek(b'{"model": "body"}'))
+    annotate(asgi_scope, {"gen_ai.conversation.id": "conv-1", "tenant.id": "acme"})  # later: still in
+    stream.dialect("openai", "chat")
+    feed(stream, EVENTS)
+    stream.end(T0 + 1.0)
+    late = otel.tel().start(scope_2 := scope(), start_mono=T0, start_ns=NS0, body=peek(b'{"model": "b"}'))
+    annotate(scope_2, request_model="named-late")  # from the generator, after the response started
+    late.end(T0 + 1.0)
+    assert (otel.spans()[1].attributes or {})["gen_ai.request.model"] == "named-late"
+    attrs = otel.spans()[0].attributes or {}
+    assert {k: attrs[k] for k in ("session.id", "user.id", "gen_ai.conversation.id", "tenant.id")} == {
+        "session.id": "conv-1",
+        "user.id": "u-7",
+        "gen_ai.conversation.id": "conv-1",
+        "tenant.id": "acme",
+    }
+    assert attrs["gen_ai.request.model"] == "from-hook"  # the hook wins over the body
+    point, _ = otel.points("gen_ai.server.request.duration")
+    assert point.attributes["gen_ai.request.model"] == "from-hook"
+    assert "user.id" not in point.attributes and "session.id" not in point.attributes  # span only
+
+
+def test_annotate_checks_what_it_is_given() -> None:
+    for bad in ({"k": object()}, {"k": [1, "a"]}, {"": 1}, {"k": b"bytes"}):
+        with pytest.raises(TypeError):
+            annotate({}, bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        annotate({}, request_model="")
+    annotate(asgi_scope := {}, {"k": [1, 2], "b": True, "f": 0.5})
+    assert asgi_scope["sse_middleware.telemetry"]["attributes"] == {"k": [1, 2], "b": True, "f": 0.5}
+
+
+@pytest.mark.parametrize("mark", [True, False])
+def test_a_failed_stream_marks_the_enclosing_server_span(otel: Otel, mark: bool) -> None:
+    tracer = otel.tp.get_tracer("contrib-asgi")
+    with tracer.start_as_current_span("POST /v1/chat/completions", kind=SpanKind.SERVER):
+        otel.tel().start(scope(), start_mono=T0, start_ns=NS0, mark_parent=mark).end(
+            T0 + 1, exception=RuntimeError("boom")
+        )
+    with tracer.start_as_current_span("POST /ok", kind=SpanKind.SERVER):
+        otel.tel().start(scope(), start_mono=T0, start_ns=NS0, mark_parent=mark).end(
+            T0 + 1, client_disconnected=True
+        )
+    servers = {s.name: s for s in otel.spans() if s.kind is SpanKind.SERVER}
+    parent = servers["POST /v1/chat/completions"]
+    if mark:
+        assert parent.status.status_code is StatusCode.ERROR
+        assert (parent.attributes or {})["error.type"] == "RuntimeError"
+    else:  # the control: the setting off leaves it as the HTTP layer left it
+        assert parent.status.status_code is StatusCode.UNSET
+        assert "error.type" not in (parent.attributes or {})
+    assert servers["POST /ok"].status.status_code is StatusCode.UNSET  # a client that left: no error
+
+
+def test_abandoned_and_failed_streams_stay_out_of_ttft_and_tpot(otel: Otel) -> None:
+    tel = otel.tel()
+    one_stream(tel, EVENTS, end=0.95, client_disconnected=True)
+    one_stream(tel, EVENTS, end=0.95, error_type="timeout")
+    assert otel.points("gen_ai.server.time_to_first_token") == []
+    assert otel.points("gen_ai.server.time_per_output_token") == []
+    assert sum(p.count for p in otel.points("gen_ai.server.request.duration")) == 2
+    one_stream(tel, EVENTS, end=1.0)  # the control: a stream that ended well is counted
+    (ttft,) = otel.points("gen_ai.server.time_to_first_token")
+    assert ttft.count == 1
+
+
+def test_the_middleware_hands_the_body_the_app_read_to_telemetry(otel: Otel) -> None:
+    """Through the real shell: the app reads its JSON body; the span and the metrics name the model."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def chat(request: Request) -> StreamingResponse:
+        body = await request.json()
+
+        async def gen() -> Any:
+            yield f'data: {{"model": "{body["model"]}-0613", "choices": []}}\n\n'
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    app = StreamingMiddleware(
+        Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]),
+        StreamingSettings(),
+        tracer_provider=otel.tp,
+        meter_provider=otel.mp,
+    )
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            payload = {"messages": [{"role": "user", "content": "hi"}], "model": "gpt-4o", "stream": True}
+            await client.post("/v1/chat/completions", json=payload)
+            await client.post("/v1/chat/completions", content=b'{"model": "x"}', headers={"x": "y"})
+
+    asyncio.run(run())
+    first, second = otel.spans()
+    assert (first.attributes or {})["gen_ai.request.model"] == "gpt-4o"
+    assert (second.attributes or {})["gen_ai.request.model"] == "x"
+
+
+def test_the_lab_reads_the_standard_exporter_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PACKAGE_PARENT / "examples"))
+    import lab_telemetry
+
+    def chosen(**env: str) -> tuple[list[str], list[str]]:
+        for name in [n for n in os.environ if n.startswith("OTEL_")]:
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return lab_telemetry.exporters("TRACES"), lab_telemetry.exporters("METRICS")
+
+    assert chosen() == (["console"], ["console"])
+    assert chosen(OTEL_EXPORTER_OTLP_ENDPOINT="http://x") == (["otlp"], ["otlp"])
+    # Phoenix: traces to its endpoint, no metrics (it has no metrics endpoint: 405 on each export).
+    phoenix = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://x/v1/traces", "OTEL_METRICS_EXPORTER": "none"}
+    assert chosen(**phoenix) == (["otlp"], [])
+    assert chosen(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="prometheus, console") == (
+        [],
+        ["prometheus", "console"],
+    )
+    with pytest.raises(SystemExit, match="OTEL_METRICS_EXPORTER"):
+        chosen(OTEL_METRICS_EXPORTER="zipkin")
