@@ -72,7 +72,13 @@ class Tagger:
 
     def feed(self, chunk: bytes) -> bytes:
         # The usual frame: one whole LF-framed event between blocks. One search and one join.
-        if self._idle and chunk[-2:] == b"\n\n" and 13 not in chunk and chunk.find(b"\n\n") == len(chunk) - 2:
+        if (
+            self._idle
+            and chunk[-2:] == b"\n\n"
+            and chunk[0] != 0xEF  # a BOM: see _event_done
+            and 13 not in chunk
+            and chunk.find(b"\n\n") == len(chunk) - 2
+        ):
             if _DATA_LINE.search(chunk) is None:
                 return chunk  # a comment or a heartbeat: no id, not logged
             self.seq += 1
@@ -142,5 +148,10 @@ class Tagger:
         parts = self._parts
         if parts is None or self._size + len(last) > self._max:
             self._on_event(self.seq, None)
-        else:
-            self._on_event(self.seq, b"".join((*parts, last)) if parts else last)
+            return
+        data = b"".join((*parts, last)) if parts else last
+        if data.startswith(_BOM):
+            # Mid-stream a BOM is part of a field name; at the start of a resumed response a client would
+            # strip it. A blank line first (a no-op between events) keeps the meaning it had.
+            data = b"\n" + data
+        self._on_event(self.seq, data)
