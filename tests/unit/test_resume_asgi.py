@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -24,34 +23,12 @@ from sse_middleware._resume.log import StreamLog
 from sse_middleware._telemetry import resume as rt
 
 from ..support.asgi_harness import Client, scope
-from ..support.redis import RedisServer, redis_server
+from ..support.redis import redis_server
+from ..support.resume_matrix import _anyio_backend, _backend_and_store, _redis, _store_url  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 ALICE = [(b"authorization", b"Bearer alice")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"access-control-allow-origin", b"*")]
-
-
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
-
-
-@pytest.fixture(params=[("asyncio", "memory"), ("trio", "memory"), ("asyncio", "redis")], ids="-".join)
-def backend_and_store(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return tuple(request.param)  # type: ignore[return-value]
-
-
-@pytest.fixture
-def anyio_backend(backend_and_store: tuple[str, str]) -> str:
-    return backend_and_store[0]
-
-
-@pytest.fixture
-def store_url(request: pytest.FixtureRequest, backend_and_store: tuple[str, str]) -> str:
-    if backend_and_store[1] == "redis":
-        return str(request.getfixturevalue("redis").url)
-    return "memory://"
 
 
 class App:

@@ -10,7 +10,7 @@ import gc
 import math
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -22,33 +22,15 @@ from sse_middleware._resume.redis_store import RedisStore
 from sse_middleware._resume.store import Store, StoreError, StreamInfo, Writer, open_store
 
 from ..support.redis import RedisServer, redis_server
+from ..support.resume_matrix import _anyio_backend, _backend_and_store, _redis, _store_url  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 INFO = StreamInfo(b"caller-digest", "", ((b"content-type", b"text/event-stream"),))
 
 
-@pytest.fixture(scope="module")
-def redis() -> Iterator[RedisServer]:
-    with redis_server() as server:
-        yield server
-
-
-# The matrix: memory on both backends, Redis on asyncio (redis-py is asyncio only; under trio it refuses,
-# tested below).
-@pytest.fixture(params=[("asyncio", "memory"), ("trio", "memory"), ("asyncio", "redis")], ids="-".join)
-def backend_and_store(request: pytest.FixtureRequest) -> tuple[str, str]:
-    return tuple(request.param)  # type: ignore[return-value]
-
-
 @pytest.fixture
-def anyio_backend(backend_and_store: tuple[str, str]) -> str:
-    return backend_and_store[0]
-
-
-@pytest.fixture
-async def store(request: pytest.FixtureRequest, backend_and_store: tuple[str, str]) -> AsyncIterator[Store]:
-    kind = backend_and_store[1]
-    made = open_store(request.getfixturevalue("redis").url if kind == "redis" else "memory://")
+async def store(store_url: str) -> AsyncIterator[Store]:
+    made = open_store(store_url)
     yield made
     await made.aclose()
 
