@@ -13,8 +13,8 @@ Keys of one stream share a hash tag, so a cluster keeps them in one slot:
 
 **Per-append cost.** ``write`` appends to a list and, if the flusher sleeps, sets an event: no await, no
 network in the app's send path. A flusher task per stream sends everything pending in one pipeline (one
-round trip, one XADD for the whole batch); while a round trip is in flight the next batch gathers, so
-the batch grows with Redis latency and the commands per event fall as the rate rises.
+round trip, one XADD for the whole batch), at most every :data:`GATHER` seconds; the batch grows with
+the token rate, so the pipeline's cost per event falls as the rate rises.
 
 redis-py's client is asyncio only, so this store is too: under trio it refuses (a StoreError, logged
 once), and streams run without resume.
@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import math
+import time
 import weakref
 from typing import Any, Final
 
@@ -38,6 +39,10 @@ from redis.exceptions import RedisError
 from .store import Found, Reader, Store, StoreError, StreamInfo, Writer
 
 TOUCH: Final = 2.0  # seconds between a live producer's (and a follower's) signs of life
+GATHER: Final = 0.05
+"""Seconds a flush waits after the one before, so that one round trip carries the events of a whole
+coalescing window: a pipeline costs far more CPU than a token's trip through the middleware. Followers
+elsewhere see events this much later; a producer host that dies loses at most this much of its log."""
 _ALIVE_MS: Final = int(TOUCH * 3 * 1000)
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
@@ -136,6 +141,7 @@ class RedisWriter(Writer):
         self._wake = asyncio.Event()
         self._woken = False
         self._done = asyncio.Event()
+        self._flushed_at = self._touched_at = -math.inf
         task = asyncio.get_running_loop().create_task(self._run())
         _flushers.add(task)
         task.add_done_callback(_flushers.discard)
@@ -166,10 +172,14 @@ class RedisWriter(Writer):
                     # Idle: wake at least every TOUCH seconds to say the producer is alive.
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), TOUCH)
+                gather = self._flushed_at + GATHER - time.monotonic()
+                if gather > 0 and self._complete is None:
+                    await asyncio.sleep(gather)  # more of the burst joins this batch
                 self._wake.clear()
                 self._woken = False
                 final = self._complete is not None
                 await self._flush(final)
+                self._flushed_at = time.monotonic()
                 if final:
                     return
         except StoreError as exc:
@@ -191,17 +201,23 @@ class RedisWriter(Writer):
             self._first_sent = self._first
             pipe.xtrim(key, minid=f"{self._first}-0", approximate=False)
             pipe.hset(info_key, "f", self._first)
+        now = time.monotonic()
+        touch = final or now - self._touched_at >= TOUCH / 2  # signs of life: not with every batch
         if final:
             pipe.xadd(key, {"e": b"1" if self._complete else b"0"}, id=f"{self._last}-1")
             pipe.delete(writer_key)
-        else:
+        elif touch:
             pipe.set(writer_key, b"1", px=_ALIVE_MS)
-        expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
-        pipe.pexpire(key, expire_ms)
-        pipe.pexpire(info_key, expire_ms)
-        pipe.exists(readers_key)
+        if touch:
+            self._touched_at = now
+            expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
+            pipe.pexpire(key, expire_ms)
+            pipe.pexpire(info_key, expire_ms)
+            pipe.exists(readers_key)
         results = await _execute(pipe)
         self._store.recovered()
+        if not touch:
+            return
         watched = bool(results[-1])
         if watched != self.watched:
             self.watched = watched
