@@ -8,11 +8,13 @@ feature silently off. Per-route and per-request overrides go through :func:`over
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
+from ._core.resume import parse_store_url
 from ._exceptions import ConfigError
 
 DIALECTS: Final = ("auto", "openai", "openai-responses", "anthropic", "sse", "text", "ai-sdk", "json")
@@ -62,6 +64,20 @@ class StreamingSettings:
     """A stream that fails after its 200 also marks the span it is a child of (the HTTP server span of
     opentelemetry-instrumentation-asgi or FastAPIInstrumentor): status ERROR and ``error.type``, so the
     failure shows in the trace list. Off: only the stream's own span says so."""
+    # -- resumable streams (issue 16) ----------------------------------------------------------------
+    resume: bool = False
+    """Give every SSE event an id naming the stream and keep a log of it, so a client that reconnects with
+    ``Last-Event-ID`` gets the rest of the stream instead of a new request to the app."""
+    resume_store: str = "memory://"
+    """Where logs live: ``memory://`` (this process; ``?max_bytes=N`` bounds all its logs together) or
+    ``redis://host:port/db`` (any number of hosts; ``pip install "sse_middleware[redis]"``)."""
+    resume_ttl: float = 300.0
+    """Seconds a finished stream's log is kept for a resume."""
+    resume_max_bytes: int = 4 << 20
+    """Bound on one log: its newest events up to this many bytes, each counted with 64 bytes of overhead
+    (which bounds the number of events too). A client further behind is not resumed."""
+    resume_abandon_after: float = 30.0
+    """Seconds the app keeps producing into the log after its client left, while no one resumes."""
 
     def __post_init__(self) -> None:
         _check(self)
@@ -143,6 +159,7 @@ def _check(s: StreamingSettings) -> None:
     if not isinstance(s.heartbeat_comment, str) or any(c in s.heartbeat_comment for c in "\r\n"):
         raise ConfigError("heartbeat_comment must be a single line of text")
     _check_telemetry(s)
+    _check_resume(s)
 
 
 def _check_telemetry(s: StreamingSettings) -> None:
@@ -169,6 +186,8 @@ def effective(settings: StreamingSettings, scope: Mapping[str, Any]) -> Streamin
     changes = dict(overrides)
     if not changes.pop("enabled", True):
         return None
+    if "resume_store" in changes:  # (resumable streams) a resume looks its log up before any app runs
+        raise ConfigError("resume_store cannot be changed per request: resumes find their log before the app")
     return settings.replace(changes)
 
 
@@ -184,3 +203,28 @@ def override(scope: MutableMapping[str, Any], **changes: Any) -> None:
 def opt_out(scope: MutableMapping[str, Any]) -> None:
     """Leave this request's response exactly as the app sends it."""
     scope.setdefault(SCOPE_KEY, {})["enabled"] = False
+
+
+# -- resumable streams (issue 16) -------------------------------------------------------------------------
+
+
+def _check_resume(s: StreamingSettings) -> None:
+    if not isinstance(s.resume, bool):
+        raise ConfigError(f"resume must be a bool, got {s.resume!r}")
+    try:
+        address = parse_store_url(s.resume_store)
+    except ValueError as exc:
+        raise ConfigError(f"resume_store: {exc}") from None
+    if address.kind == "redis" and importlib.util.find_spec("redis") is None:
+        raise ConfigError(
+            f"resume_store={s.resume_store!r} needs the Redis client: pip install 'sse_middleware[redis]'"
+        )
+    for field in ("resume_ttl", "resume_abandon_after"):
+        value = getattr(s, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{field} must be a finite number, got {value!r}")
+        if value < 0 or (field == "resume_ttl" and value == 0):
+            raise ConfigError(f"{field} must be {'> 0' if field == 'resume_ttl' else '>= 0'}, got {value!r}")
+    size = s.resume_max_bytes
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
+        raise ConfigError(f"resume_max_bytes must be an integer >= 1024, got {size!r}")

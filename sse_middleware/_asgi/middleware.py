@@ -10,9 +10,11 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from .._core.dialects import RelayMemory
+from .._core.resume import Caller
 from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
 from .responder import Responder
+from .resume import Resumption
 from .shutdown import ShutdownWatch
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ class StreamingMiddleware:
     without a Content-Length) response. Everything else passes through untouched.
 
     ``settings=None`` reads ``SSE_MIDDLEWARE_*`` from the environment (a bad value fails here, at start-up).
+    ``resume_caller(scope)``: who the caller is, for resumable streams (default: a keyed hash of the
+    ``Authorization`` and ``Cookie`` headers); a resume is granted only to the same caller.
     """
 
     def __init__(
@@ -37,6 +41,7 @@ class StreamingMiddleware:
         *,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        resume_caller: Caller | None = None,
     ) -> None:
         self.app = app
         self.settings = StreamingSettings.from_env() if settings is None else settings
@@ -54,10 +59,15 @@ class StreamingMiddleware:
         self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
         self._drain_at = math.inf
         self._watch = ShutdownWatch(self.begin_shutdown)
+        self.resume = Resumption(
+            s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         kind = scope["type"]
         if kind == "http":
+            if await self.resume.answer(scope, receive, send):
+                return  # a resumed stream, answered from its log: the app never sees it
             await Responder(self, scope, receive, send).run(self.app)
         elif kind == "lifespan":
             await self.app(scope, self._lifespan_receive(receive), send)
@@ -85,6 +95,7 @@ class StreamingMiddleware:
         self._drain_at = min(self._drain_at, time.monotonic() + grace)
         for responder in list(self._open):
             responder.drain(grace)
+        self.resume.drain()
 
     def track(self, responder: Responder) -> None:
         self._open.add(responder)

@@ -1,0 +1,242 @@
+"""The resume side: a request with one of our ``Last-Event-ID`` values, answered without reaching the app.
+
+:class:`Resumption` is made once per middleware. Its :meth:`~Resumption.answer` runs before the app for
+every HTTP request and costs one scan of the request headers unless a ``Last-Event-ID`` is there. When
+it names a stream the store knows, for the same caller, and the client is not behind the log's window,
+the response replays the events after the client's position and follows the live log until its end
+marker: each event once, in order, with the anti-buffering headers, a heartbeat comment after
+``heartbeat_interval`` seconds of silence. Everything else (no such stream, expired, another caller, a
+store that fails) goes to the app as a normal request, ``Last-Event-ID`` and all.
+
+A client that already has every event of an ended stream gets ``204 No Content``: the WHATWG answer that
+makes ``EventSource`` stop reconnecting (a 200 that ends at once would have it reconnect forever).
+
+:meth:`~Resumption.open` is the producer's entry point (see :mod:`.._resume.log`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import MutableMapping, Sequence
+from typing import Any, Final
+
+import anyio
+
+from .._core.errors import logger
+from .._core.headers import stream_headers
+from .._core.resume import Caller, Position, bind, default_caller, identity, last_event_id, new_stream
+from .._core.resume import same_caller as _same_caller
+from .._core.sse import comment
+from .._resume.log import StreamLog
+from .._resume.store import Found, Store, StoreError, StreamInfo, open_store
+from .._settings import StreamingSettings
+from .._telemetry import resume as rt
+
+Message = dict[str, Any]
+STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
+REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
+_FINALIZE_SECONDS: Final = 5.0
+_DROPPED: Final = frozenset(
+    (b"set-cookie", b"date", b"server", b"content-length", b"transfer-encoding", b"connection")
+)
+
+
+class Resumption:
+    """Per middleware: the store, the caller binding and the telemetry of resumable streams."""
+
+    def __init__(
+        self,
+        settings: StreamingSettings,
+        *,
+        caller: Caller | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.caller: Caller = caller or default_caller
+        self.telemetry = rt.ResumeTelemetry(tracer_provider, meter_provider) if settings.telemetry else None
+        self._store: Store | None = None
+        self._rest_until = -math.inf
+        self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
+        self.stopping = False
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.settings.resume_store)
+        return self._store
+
+    # -- the producer's side ------------------------------------------------------------------------
+
+    async def open(
+        self,
+        scope: MutableMapping[str, Any],
+        settings: StreamingSettings,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        span: Any = None,
+    ) -> StreamLog | None:
+        """A log for a stream starting now, or None (resume off for it, or the store down: logged once).
+
+        ``settings``: the response's effective settings. ``headers``: the response's, kept for the resumed
+        responses (``Set-Cookie``, ``Date``, ``Server`` and framing headers are not). ``span``: the
+        stream span's ``SpanContext``, for the resumed spans' links.
+        """
+        if not settings.resume or time.monotonic() < self._rest_until:
+            return None
+        stream = new_stream()
+        info = StreamInfo(
+            bind(stream, identity(self.caller, scope)),
+            rt.traceparent(span),
+            tuple((k, v) for k, v in headers if k.lower() not in _DROPPED),
+        )
+        try:
+            with anyio.fail_after(STORE_SECONDS):
+                writer = await self.store.create(stream, info, settings.resume_ttl)
+        except (StoreError, TimeoutError) as exc:
+            self._rest("unavailable at stream start", exc)
+            return None
+        return StreamLog(stream, writer, settings.resume_max_bytes)
+
+    def _rest(self, what: str, exc: BaseException) -> None:
+        self._rest_until = time.monotonic() + REST_SECONDS
+        self.store.warn(what, exc)
+
+    # -- the resume side ----------------------------------------------------------------------------
+
+    async def answer(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> bool:
+        """Answer a resume request; False when the app should answer instead (nothing was sent)."""
+        position = last_event_id(scope.get("headers") or ())
+        if position is None or scope.get("method") == "HEAD":
+            return False
+        outcome, found = await self._look_up(scope, position)
+        if self.telemetry is not None:
+            self.telemetry.count(outcome)
+        if found is None:
+            return False
+        if outcome == rt.DELIVERED:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return True
+        follow = _Follow(self, position, found, send)
+        self._following.add(follow)
+        await follow.run(scope, receive)
+        return True
+
+    async def _look_up(self, scope: MutableMapping[str, Any], at: Position) -> tuple[str, Found | None]:
+        if time.monotonic() < self._rest_until:
+            return rt.UNAVAILABLE, None
+        try:
+            with anyio.fail_after(STORE_SECONDS):
+                found = await self.store.find(at.stream)
+        except (StoreError, TimeoutError) as exc:
+            self._rest("unavailable for a resume", exc)
+            return rt.UNAVAILABLE, None
+        if found is None:
+            return rt.UNKNOWN, None
+        if not _same_caller(at.stream, identity(self.caller, scope), found.info.caller):
+            return rt.REFUSED, None
+        if at.seq < found.first - 1:
+            return rt.UNKNOWN, None  # events it lacks are no longer kept: a gap is worse than a new answer
+        if found.end is not None and at.seq >= found.last:
+            # Nothing left to send. After a clean end, tell EventSource to stop; after a cut, the app.
+            return (rt.DELIVERED, found) if found.end else (rt.UNKNOWN, None)
+        return rt.RESUMED, found
+
+    def drain(self) -> None:
+        """The server is stopping: end every resumed response now (their clients reconnect elsewhere)."""
+        self.stopping = True
+        for follow in list(self._following):
+            follow.stop()
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.aclose()
+
+
+class _Follow:
+    """One resumed response: replay, then follow the live log until its end."""
+
+    def __init__(self, owner: Resumption, position: Position, found: Found, send: Any) -> None:
+        self._owner = owner
+        self._position = position
+        self._found = found
+        self._send = send
+        self._scope = anyio.CancelScope()
+        self.gone = False
+        self.events = 0
+        self.complete: bool | None = None
+
+    def stop(self) -> None:
+        self._scope.cancel()
+
+    async def run(self, scope: MutableMapping[str, Any], receive: Any) -> None:
+        owner = self._owner
+        span = None
+        if owner.telemetry is not None:
+            span = owner.telemetry.start(scope, self._found.info.link, self._position.seq)
+        headers = list(self._found.info.headers) or [(b"content-type", b"text/event-stream; charset=utf-8")]
+        try:
+            start = {"type": "http.response.start", "status": 200, "headers": stream_headers(headers)}
+            await self._write(start)
+            with self._scope:
+                if owner.stopping:
+                    self._scope.cancel()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch, receive)
+                    await self._pump()
+                    tg.cancel_scope.cancel()
+            with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+                await self._write({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if span is not None:
+                span.set_attribute(rt.RESUME_EVENTS, self.events)
+                span.set_attribute(rt.RESUME_COMPLETE, bool(self.complete))
+                span.end()
+
+    async def _pump(self) -> None:
+        settings = self._owner.settings
+        beat = settings.heartbeat_interval or math.inf
+        store = self._owner.store
+        try:
+            async with store.reader(self._position.stream, self._position.seq) as reader:
+                last_write = time.monotonic()
+                while not self.gone:
+                    entries, end = await reader.read(max(0.0, last_write + beat - time.monotonic()))
+                    if entries:
+                        await self._body(entries[0] if len(entries) == 1 else b"".join(entries))
+                        self.events += len(entries)
+                        last_write = time.monotonic()
+                    elif time.monotonic() - last_write >= beat:
+                        await self._body(comment(settings.heartbeat_comment))
+                        last_write = time.monotonic()
+                    if end is not None:
+                        self.complete = end
+                        return
+        except StoreError as exc:
+            store.warn("failed while a resumed response followed it", exc)
+            logger.debug("resumed response ended early: %s", exc)
+
+    async def _body(self, data: bytes) -> None:
+        await self._write({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def _write(self, message: Message) -> None:
+        if self.gone:
+            return
+        try:
+            await self._send(message)
+        except OSError:  # how ASGI >= 2.4 servers say the client left
+            self._client_gone()
+
+    async def _watch(self, receive: Any) -> None:
+        """We own ``receive`` here (the app never runs): its only news for us is the client leaving."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._client_gone()
+                return
+
+    def _client_gone(self) -> None:
+        self.gone = True
+        self._scope.cancel()

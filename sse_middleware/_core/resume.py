@@ -1,0 +1,207 @@
+"""Resumable streams, sans-I/O: event ids, ``Last-Event-ID``, the caller binding, a log's bounds, store URLs.
+
+**The id** of an event is ``<stream>.<position>``, e.g. ``q3J0bX6kKp1Jr8yTz1mW0A.42``. ``stream`` is 22
+URL-safe base64 characters carrying 128 random bits from :mod:`secrets`: it names one stream and cannot
+be guessed, so an id is a capability, not a counter anyone can walk. ``position`` is the event's number in
+that stream, from 1, in decimal without leading zeros. Only ASCII letters, digits, ``-``, ``_`` and ``.``,
+so it is a valid header value wherever a browser sends it back.
+
+**Parsing** ``Last-Event-ID`` never raises: anything that is not exactly one such id (after trimming
+spaces and tabs, which servers may leave on a header value) is *unknown*, and an unknown id means the
+request goes to the app as if we were not there.
+
+**The caller binding** is an HMAC-SHA256 of the caller's identity (by default the ``Authorization`` and
+``Cookie`` request headers), keyed with the stream's own 128 random bits. The store keeps the digest,
+never the headers; the same credentials give unrelated digests in two streams, so no precomputed table
+applies and streams cannot be linked to one user by their digests. Any host that knows the stream (every
+host sharing the store) can check a caller, with no secret to distribute.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import dataclasses
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+STREAM_BYTES: Final = 16  # 128 random bits per stream
+_ID: Final = re.compile(rb"([A-Za-z0-9_-]{22})\.([1-9][0-9]{0,17})")
+_LAST_EVENT_ID: Final = b"last-event-id"
+
+ENTRY_OVERHEAD: Final = 64
+"""Bytes a log counts per event on top of the event's own, so that a bound in bytes bounds the number of
+events too (a log of one-byte events would otherwise hold millions of entries)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Position:
+    """Where a client is: it has every event of ``stream`` up to and including ``seq``."""
+
+    stream: str
+    seq: int
+
+
+def new_stream() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(STREAM_BYTES)).rstrip(b"=").decode("ascii")
+
+
+def event_id(stream: str, seq: int) -> str:
+    return f"{stream}.{seq}"
+
+
+def parse_id(raw: bytes | str | None) -> Position | None:
+    """The position an id names; None for anything else (never raises, whatever the bytes)."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    match = _ID.fullmatch(raw.strip(b" \t"))
+    if match is None:
+        return None
+    return Position(match.group(1).decode("ascii"), int(match.group(2)))
+
+
+def last_event_id(headers: Iterable[tuple[bytes, bytes]]) -> Position | None:
+    """The request's ``Last-Event-ID`` position; None without exactly one header holding one of our ids."""
+    found: Position | None = None
+    seen = False
+    for name, value in headers:
+        if len(name) == 13 and name.lower() == _LAST_EVENT_ID:
+            if seen:
+                return None  # two of them: which one the client meant is anyone's guess
+            seen = True
+            found = parse_id(value)
+    return found
+
+
+# -- the caller binding --------------------------------------------------------------------------------
+
+Caller = Callable[[Mapping[str, Any]], "bytes | str | None"]
+"""A hook that names the caller of a request from its ASGI scope (for apps whose identity is not in the
+``Authorization`` and ``Cookie`` headers, e.g. ``scope["user"]`` set by an authentication middleware
+outside ours). None or empty means anonymous: then the id alone grants the resume."""
+
+_IDENTITY_HEADERS: Final = (b"authorization", b"cookie")
+
+
+def default_caller(scope: Mapping[str, Any]) -> bytes:
+    """The ``Authorization`` and ``Cookie`` headers, each length-prefixed so no two pairs encode alike.
+
+    Several ``Cookie`` headers (HTTP/2 may split them) are joined as one with ``; ``, as RFC 9113 says.
+    """
+    found: dict[bytes, list[bytes]] = {name: [] for name in _IDENTITY_HEADERS}
+    for name, value in scope.get("headers") or ():
+        lowered = name.lower()
+        if lowered in found:
+            found[lowered].append(value.strip())
+    out = bytearray()
+    for name in _IDENTITY_HEADERS:
+        joined = b"; ".join(found[name])
+        out += len(joined).to_bytes(8, "big") + joined
+    return bytes(out)
+
+
+def identity(caller: Caller, scope: Mapping[str, Any]) -> bytes:
+    named = caller(scope)
+    if named is None:
+        return b""
+    return named.encode("utf-8", "surrogatepass") if isinstance(named, str) else bytes(named)
+
+
+def bind(stream: str, who: bytes) -> bytes:
+    """The digest stored with a stream: an HMAC of the caller's identity, keyed with the stream's secret."""
+    key = stream.encode("ascii", "replace")  # the stream's 128 random bits, as its id spells them
+    return hmac.new(key, b"sse_middleware.resume.caller\x00" + who, hashlib.sha256).digest()
+
+
+def same_caller(stream: str, who: bytes, stored: bytes) -> bool:
+    return hmac.compare_digest(bind(stream, who), stored)
+
+
+# -- a log's bounds ------------------------------------------------------------------------------------
+
+
+class Window:
+    """Which events a log keeps: the newest ones, up to ``max_bytes`` (each counted with
+    :data:`ENTRY_OVERHEAD`). ``first`` is the oldest position still kept; a client behind it cannot be
+    resumed without a gap, so its resume is unknown. An event larger than the whole bound is not kept,
+    and neither is anything before it."""
+
+    __slots__ = ("_costs", "_max", "first", "last", "size")
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._costs: collections.deque[int] = collections.deque()
+        self.size = 0
+        self.first = 1
+        self.last = 0
+
+    def add(self, size: int | None) -> bool:
+        """Count the next event (None: too large to keep at all); True when ``first`` moved."""
+        self.last += 1
+        cost = self._max + 1 if size is None else size + ENTRY_OVERHEAD
+        if cost > self._max:
+            self._costs.clear()
+            self.size = 0
+            self.first = self.last + 1
+            return True
+        self._costs.append(cost)
+        self.size += cost
+        moved = False
+        while self.size > self._max:
+            self.size -= self._costs.popleft()
+            self.first += 1
+            moved = True
+        return moved
+
+
+# -- store URLs ----------------------------------------------------------------------------------------
+
+MEMORY_DEFAULT_MAX_BYTES: Final = 128 << 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreAddress:
+    kind: str  # "memory" or "redis"
+    url: str
+    max_bytes: int = MEMORY_DEFAULT_MAX_BYTES  # memory://: the bound on all of its logs together
+
+
+def parse_store_url(url: str) -> StoreAddress:
+    """``memory://`` (optionally ``?max_bytes=N``) or ``redis://host:port/db`` (``rediss://`` for TLS).
+
+    Raises ``ValueError`` saying what is wrong; the settings turn it into a ConfigError naming the field.
+    """
+    if not isinstance(url, str):
+        raise ValueError(f"expected a URL string, got {url!r}")
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        if parts.netloc or parts.path not in ("", "/"):
+            raise ValueError(f"memory:// takes no host or path, got {url!r}")
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        unknown = sorted(set(query) - {"max_bytes"})
+        if unknown:
+            raise ValueError(f"unknown memory:// option(s) {', '.join(unknown)}; known: max_bytes")
+        raw = query.get("max_bytes", str(MEMORY_DEFAULT_MAX_BYTES))
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"memory://?max_bytes must be an integer >= 1, got {raw!r}")
+        return StoreAddress("memory", url, int(raw))
+    if scheme in ("redis", "rediss"):
+        if not parts.hostname:
+            raise ValueError(f"a redis URL needs a host, as in redis://127.0.0.1:6379/0; got {url!r}")
+        try:
+            parts.port  # noqa: B018 - urllib validates the port when it is read
+        except ValueError as exc:
+            raise ValueError(f"bad port in {url!r}: {exc}") from None
+        db = parts.path.lstrip("/")
+        if db and not db.isdigit():
+            raise ValueError(f"the path of a redis URL is the database number, got {parts.path!r}")
+        return StoreAddress("redis", url)
+    raise ValueError(f"expected memory:// or redis://host:port/db, got {url!r}")

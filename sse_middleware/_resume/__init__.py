@@ -1,0 +1,1 @@
+"""Resumable streams, the stores: where logs live (memory or Redis), and the producer's log."""

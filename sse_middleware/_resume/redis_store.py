@@ -1,0 +1,282 @@
+"""``redis://host:port/db``: logs in Redis Streams, shared by every host (the ``[redis]`` extra).
+
+Keys of one stream share a hash tag, so a cluster keeps them in one slot:
+
+- ``sse_middleware:{S}``: a Redis Stream. Each entry is one *batch* of events, with id ``<last>-0`` (the
+  position of its last event), ``d`` their bytes and ``n`` their sizes; the end marker is ``<last>-1``
+  with ``e`` = 1 (complete) or 0. ``XTRIM MINID`` keeps the log's window; ``XREAD BLOCK`` follows it.
+- ``sse_middleware:{S}:info``: a hash with the caller digest ``c``, the span link ``l``, the response
+  headers ``h`` and the oldest position kept ``f``.
+- ``...:writer`` and ``...:readers``: short-lived keys that a live producer and its followers refresh
+  every :data:`TOUCH` seconds. A follower whose producer's key is gone (a host died) ends; a producer sees
+  that someone follows.
+
+**Per-append cost.** ``write`` appends to a list and, if the flusher sleeps, sets an event: no await, no
+network in the app's send path. A flusher task per stream sends everything pending in one pipeline (one
+round trip, one XADD for the whole batch), at most every :data:`GATHER` seconds; the batch grows with
+the token rate, so the pipeline's cost per event falls as the rate rises.
+
+redis-py's client is asyncio only, so this store is too: under trio it refuses (a StoreError, logged
+once), and streams run without resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import math
+import time
+import weakref
+from typing import Any, Final
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from .store import Found, Reader, Store, StoreError, StreamInfo, Writer
+
+TOUCH: Final = 2.0  # seconds between a live producer's (and a follower's) signs of life
+GATHER: Final = 0.05
+"""Seconds a flush waits after the one before, so that one round trip carries the events of a whole
+coalescing window: a pipeline costs far more CPU than a token's trip through the middleware. Followers
+elsewhere see events this much later; a producer host that dies loses at most this much of its log."""
+_ALIVE_MS: Final = int(TOUCH * 3 * 1000)
+_TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
+_READ_BATCHES: Final = 64
+_FAILURES: Final = (RedisError, OSError, asyncio.TimeoutError)
+_flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
+
+
+def _keys(stream: str) -> tuple[str, str, str, str]:
+    base = f"sse_middleware:{{{stream}}}"
+    return base, base + ":info", base + ":writer", base + ":readers"
+
+
+class RedisStore(Store):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def client(self) -> Redis:
+        """This loop's client (a redis-py client belongs to the loop it was made on)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise StoreError(
+                "redis:// needs asyncio (redis-py's client is asyncio only) and this server runs another "
+                "event loop (trio?); use memory:// there"
+            ) from None
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = Redis.from_url(
+                self.url,
+                socket_timeout=_TIMEOUT,
+                socket_connect_timeout=TOUCH,
+                retry=Retry(NoBackoff(), 0),  # a retried XADD could land twice: we fail instead
+            )
+        return client
+
+    async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
+        client = self.client()
+        _, info_key, writer_key, _ = _keys(stream)
+        headers = json.dumps([[k.decode("latin-1"), v.decode("latin-1")] for k, v in info.headers])
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(info_key, mapping={"c": info.caller, "l": info.link, "h": headers, "f": 1})
+        pipe.pexpire(info_key, _live_ms(ttl))
+        pipe.set(writer_key, b"1", px=_ALIVE_MS)
+        await _execute(pipe)
+        return RedisWriter(client, stream, ttl, self)
+
+    async def find(self, stream: str) -> Found | None:
+        key, info_key, writer_key, _ = _keys(stream)
+        pipe = self.client().pipeline(transaction=False)
+        pipe.hgetall(info_key)
+        pipe.exists(writer_key)
+        pipe.xrevrange(key, count=1)
+        fields, alive, newest = await _execute(pipe)
+        if not fields or b"c" not in fields:
+            return None
+        headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(fields[b"h"]))
+        info = StreamInfo(fields[b"c"], fields[b"l"].decode("ascii", "replace"), headers)
+        first = int(fields[b"f"])
+        last, end = first - 1, None
+        if newest:
+            entry_id, entry = newest[0]
+            seq, kind = _split_id(entry_id)
+            last = max(last, seq)
+            if kind == 1:
+                end = entry.get(b"e") == b"1"
+        if end is None and not alive:
+            end = False  # its producer is gone without an end marker
+        return Found(info, first, last, end)
+
+    def reader(self, stream: str, after: int) -> Reader:
+        return RedisReader(self.client(), stream, after)
+
+    async def aclose(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
+class RedisWriter(Writer):
+    def __init__(self, client: Redis, stream: str, ttl: float, store: RedisStore) -> None:
+        self._client = client
+        self._keys = _keys(stream)
+        self._ttl_ms = max(1, int(ttl * 1000))
+        self._store = store
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._last = 0  # the last position written (or skipped as too large)
+        self._first = self._first_sent = 1
+        self._complete: bool | None = None  # set by end(): the flusher's last round writes the marker
+        self._wake = asyncio.Event()
+        self._woken = False
+        self._done = asyncio.Event()
+        self._flushed_at = self._touched_at = -math.inf
+        task = asyncio.get_running_loop().create_task(self._run())
+        _flushers.add(task)
+        task.add_done_callback(_flushers.discard)
+
+    def write(self, seq: int, data: bytes) -> None:
+        self._pending.append(data)
+        self._last = seq
+        if not self._woken:
+            self._woken = True
+            self._wake.set()
+
+    def trim(self, first: int) -> None:
+        self._first = first
+        self._last = max(self._last, first - 1)
+        while self._pending and self._last - len(self._pending) + 1 < first:
+            self._pending.popleft()
+
+    async def end(self, complete: bool) -> None:
+        if self._complete is None:
+            self._complete = complete
+            self._wake.set()
+        await self._done.wait()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if not self._pending and self._complete is None:
+                    # Idle: wake at least every TOUCH seconds to say the producer is alive.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), TOUCH)
+                gather = self._flushed_at + GATHER - time.monotonic()
+                if gather > 0 and self._complete is None:
+                    await asyncio.sleep(gather)  # more of the burst joins this batch
+                self._wake.clear()
+                self._woken = False
+                final = self._complete is not None
+                await self._flush(final)
+                self._flushed_at = time.monotonic()
+                if final:
+                    return
+        except StoreError as exc:
+            self.failed = True
+            self._pending.clear()
+            self._store.warn("failed mid-stream", exc)
+        finally:
+            self._done.set()
+
+    async def _flush(self, final: bool) -> None:
+        key, info_key, writer_key, readers_key = self._keys
+        pipe = self._client.pipeline(transaction=False)
+        if self._pending:
+            batch = list(self._pending)
+            self._pending.clear()
+            sizes = b",".join(b"%d" % len(data) for data in batch)
+            pipe.xadd(key, {"d": b"".join(batch), "n": sizes}, id=f"{self._last}-0")
+        if self._first != self._first_sent:
+            self._first_sent = self._first
+            pipe.xtrim(key, minid=f"{self._first}-0", approximate=False)
+            pipe.hset(info_key, "f", self._first)
+        now = time.monotonic()
+        touch = final or now - self._touched_at >= TOUCH / 2  # signs of life: not with every batch
+        if final:
+            pipe.xadd(key, {"e": b"1" if self._complete else b"0"}, id=f"{self._last}-1")
+            pipe.delete(writer_key)
+        elif touch:
+            pipe.set(writer_key, b"1", px=_ALIVE_MS)
+        if touch:
+            self._touched_at = now
+            expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
+            pipe.pexpire(key, expire_ms)
+            pipe.pexpire(info_key, expire_ms)
+            pipe.exists(readers_key)
+        results = await _execute(pipe)
+        self._store.recovered()
+        if not touch:
+            return
+        watched = bool(results[-1])
+        if watched != self.watched:
+            self.watched = watched
+            if self.on_watch is not None:
+                self.on_watch()
+
+
+class RedisReader(Reader):
+    def __init__(self, client: Redis, stream: str, after: int) -> None:
+        self._client = client
+        self._keys = _keys(stream)
+        self._after = after
+        self._from = f"{after}-0"
+
+    async def read(self, timeout: float) -> tuple[list[bytes], bool | None]:
+        key, _, writer_key, readers_key = self._keys
+        block = max(1, int(min(timeout, TOUCH) * 1000)) if timeout != math.inf else int(TOUCH * 1000)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.set(readers_key, b"1", px=_ALIVE_MS)
+        pipe.exists(writer_key)
+        pipe.xread({key: self._from}, count=_READ_BATCHES, block=block)
+        _, alive, got = await _execute(pipe)
+        out: list[bytes] = []
+        for entry_id, entry in got[0][1] if got else ():
+            last, kind = _split_id(entry_id)
+            self._from = entry_id.decode("ascii")
+            if kind == 1:
+                return out, entry.get(b"e") == b"1"
+            sizes = [int(n) for n in entry[b"n"].split(b",")]
+            seq = last - len(sizes) + 1
+            if seq > self._after + 1:
+                raise StoreError(f"the log no longer holds event {self._after + 1} (its bound moved past it)")
+            data, at = entry[b"d"], 0
+            for size in sizes:
+                if seq > self._after:
+                    out.append(data[at : at + size])
+                seq += 1
+                at += size
+            self._after = max(self._after, last)
+        if not out and not alive:
+            return out, False  # the producer died without an end marker
+        return out, None
+
+    async def _watch(self, on: bool) -> None:
+        """Every ``read`` says the reader is there; the key expires on its own once they stop."""
+
+
+def _live_ms(ttl: float) -> int:
+    """A live log's keys are refreshed every TOUCH seconds; they must outlive a few missed refreshes."""
+    return int(max(ttl, 3 * TOUCH) * 1000) + _ALIVE_MS
+
+
+def _split_id(entry_id: bytes) -> tuple[int, int]:
+    seq, _, kind = entry_id.partition(b"-")
+    return int(seq), int(kind or 0)
+
+
+async def _execute(pipe: Any) -> list[Any]:
+    try:
+        return list(await pipe.execute())
+    except _FAILURES as exc:
+        raise StoreError(f"redis: {type(exc).__name__}: {exc}") from exc

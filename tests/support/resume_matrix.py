@@ -1,0 +1,38 @@
+"""The resume tests' matrix, as fixtures: memory on asyncio and trio, a real redis-server on asyncio
+(redis-py is asyncio only; its refusal under trio is tested apart). Import them into a test module;
+the functions carry the fixture names, so the tests' parameters do not shadow the imports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .redis import RedisServer, redis_server
+
+
+@pytest.fixture(scope="module", name="redis")
+def _redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture(
+    params=[("asyncio", "memory"), ("trio", "memory"), ("asyncio", "redis")],
+    ids="-".join,
+    name="backend_and_store",
+)
+def _backend_and_store(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return tuple(request.param)  # type: ignore[return-value]
+
+
+@pytest.fixture(name="anyio_backend")
+def _anyio_backend(backend_and_store: tuple[str, str]) -> str:
+    return backend_and_store[0]
+
+
+@pytest.fixture(name="store_url")
+def _store_url(request: pytest.FixtureRequest, backend_and_store: tuple[str, str]) -> str:
+    if backend_and_store[1] == "redis":
+        return str(request.getfixturevalue("redis").url)
+    return "memory://"

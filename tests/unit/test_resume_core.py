@@ -1,0 +1,211 @@
+"""Resumable streams, the sans-I/O half: ids, Last-Event-ID, the tagger under any chunking, the caller
+binding, the log's window."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from sse_middleware._core.resume import (
+    ENTRY_OVERHEAD,
+    Position,
+    Window,
+    bind,
+    default_caller,
+    event_id,
+    identity,
+    last_event_id,
+    new_stream,
+    parse_id,
+    parse_store_url,
+    same_caller,
+)
+from sse_middleware._core.sse import Comment, Event, Parser, parse
+from sse_middleware._core.tagger import Tagger
+
+STREAM = "q3J0bX6kKp1Jr8yTz1mW0A"
+streams = st.binary(min_size=16, max_size=16).map(
+    lambda b: __import__("base64").urlsafe_b64encode(b).rstrip(b"=").decode()
+)
+
+
+# -- ids -----------------------------------------------------------------------------------------------
+
+
+def test_new_streams_are_22_chars_of_128_random_bits() -> None:
+    made = {new_stream() for _ in range(1000)}
+    assert len(made) == 1000
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", s) for s in made)
+
+
+@given(streams, st.integers(min_value=1, max_value=10**18 - 1))
+def test_ids_round_trip(stream: str, seq: int) -> None:
+    assert parse_id(event_id(stream, seq)) == Position(stream, seq)
+    assert parse_id(event_id(stream, seq).encode()) == Position(stream, seq)
+    assert parse_id(b" \t" + event_id(stream, seq).encode() + b" ") == Position(stream, seq)
+
+
+@given(st.one_of(st.binary(max_size=64), st.text(max_size=64)))
+@settings(max_examples=500)
+def test_parse_never_raises_and_accepts_only_our_ids(raw: bytes | str) -> None:
+    found = parse_id(raw)
+    if found is not None:
+        text = raw if isinstance(raw, str) else raw.decode("ascii")
+        assert event_id(found.stream, found.seq) == text.strip(" \t")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "", "1", f"{STREAM}", f"{STREAM}.", f"{STREAM}.0", f"{STREAM}.01", f"{STREAM}.-1", f"{STREAM}.1.2",
+        f"{STREAM[:-1]}.1", f"{STREAM}x.1", f"{STREAM}.1\x00", f"{STREAM}.1\n", f"{STREAM}.1 x",
+        f"{STREAM.replace('q', '+')}.1", f"{STREAM}.{'9' * 19}", f"{STREAM}.\uff11",
+    ],
+)  # fmt: skip
+def test_malformed_ids_are_unknown(raw: str) -> None:
+    assert parse_id(raw) is None
+    assert parse_id(raw.encode("utf-8")) is None
+
+
+def test_last_event_id_header() -> None:
+    good = event_id(STREAM, 7).encode()
+    assert last_event_id([(b"host", b"x"), (b"Last-Event-ID", good)]) == Position(STREAM, 7)
+    assert last_event_id([(b"last-event-id", good), (b"last-event-id", good)]) is None  # two: unknown
+    assert last_event_id([(b"last-event-id", b"\xff\xfe")]) is None
+    assert last_event_id([(b"host", b"x")]) is None
+
+
+# -- the tagger ----------------------------------------------------------------------------------------
+
+ends = st.sampled_from([b"\n", b"\r", b"\r\n"])
+values = st.binary(max_size=6).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
+lines = st.one_of(
+    st.tuples(st.sampled_from([b"data", b"data:", b"data: ", b"event: ", b"id: ", b"id:", b"retry: ",
+                               b": ", b":", b"dat", b"datax: ", b"\xef\xbb\xbfdata: "]), values),
+    st.just((b"", b"")),  # a blank line
+).map(lambda pair: pair[0] + pair[1])  # fmt: skip
+whole_lines = st.tuples(lines, ends).map(lambda p: p[0] + p[1])
+stream_bytes = st.tuples(st.booleans(), st.lists(st.one_of(whole_lines, st.binary(max_size=4)))).map(
+    lambda t: (b"\xef\xbb\xbf" if t[0] else b"") + b"".join(t[1])
+)
+
+
+Log = list[tuple[int, bytes | None]]
+
+
+def tag(data: bytes, cuts: list[int], max_event: int = 1 << 20) -> tuple[bytes, Log]:
+    log: Log = []
+    tagger = Tagger(STREAM, lambda seq, event: log.append((seq, event)), max_event)
+    out, last = [], 0
+    for cut in [*sorted({min(c, len(data)) for c in cuts}), len(data)]:
+        out.append(tagger.feed(data[last:cut]))
+        last = cut
+    return b"".join(out), log
+
+
+def items(data: bytes) -> list[Event | Comment]:
+    parser = Parser(comments=True)
+    return parser.feed(data) + parser.close()
+
+
+@given(stream_bytes, st.lists(st.integers(min_value=0, max_value=200), max_size=12))
+@example(b"data: a\n\n\xef\xbb\xbfdata: q\ndata: b\n\n", [])  # a BOM starts a logged event mid-stream
+@settings(max_examples=800)
+def test_tagger_adds_one_id_per_event_and_nothing_else_under_any_chunking(
+    data: bytes, cuts: list[int]
+) -> None:
+    out, log = tag(data, cuts)
+    assert out == tag(data, [])[0] == tag(data, list(range(len(data))))[0]  # chunking changes nothing
+    assert re.sub(rb"id: " + STREAM.encode() + rb"\.[0-9]+\n", b"", out) == data  # insertions only
+    seen = items(out)
+    expected, n = [], 0
+    for item in items(data):
+        if isinstance(item, Event):
+            n += 1
+            item = dataclasses.replace(item, id=event_id(STREAM, n))
+        expected.append(item)
+    assert seen == expected  # the same events and comments, each event with our id
+    assert [seq for seq, _ in log] == list(range(1, n + 1))
+    # The log replays from any position a client can hold (ids start at 1): exactly the events after it.
+    events = [e for e in seen if isinstance(e, Event)]
+    entries = [entry or b"" for _, entry in log]
+    for k in range(1, len(entries) + 1):
+        assert parse(b"".join(entries[k:])) == events[k:]
+
+
+def test_tagger_fast_path_and_comments() -> None:
+    out, log = tag(b"data: a\n\n: ping\n\ndata: b\n\n", [9, 17])
+    assert out == f"data: a\nid: {STREAM}.1\n\n: ping\n\ndata: b\nid: {STREAM}.2\n\n".encode()
+    assert [seq for seq, _ in log] == [1, 2]
+
+
+def test_app_id_is_kept_and_ours_wins() -> None:
+    out, _ = tag(b"id: mine\ndata: a\n\n", [])
+    assert out == f"id: mine\ndata: a\nid: {STREAM}.1\n\n".encode()
+    assert parse(out) == [Event("a", None, f"{STREAM}.1")]
+
+
+def test_events_over_the_bound_are_not_logged() -> None:
+    big = b"data: " + b"x" * 100 + b"\n\n"
+    out, log = tag(big + b"data: y\n\n", [30, 60], max_event=64)
+    assert [e.data for e in parse(out)] == ["x" * 100, "y"]
+    assert log == [(1, None), (2, f"data: y\nid: {STREAM}.2\n\n".encode())]
+
+
+# -- caller binding ------------------------------------------------------------------------------------
+
+
+def scope_with(*headers: tuple[bytes, bytes]) -> dict[str, object]:
+    return {"type": "http", "headers": list(headers)}
+
+
+def test_caller_binding_is_keyed_per_stream() -> None:
+    alice = identity(default_caller, scope_with((b"authorization", b"Bearer alice")))
+    bob = identity(default_caller, scope_with((b"Authorization", b"Bearer bob")))
+    other = new_stream()
+    assert same_caller(STREAM, alice, bind(STREAM, alice))
+    assert not same_caller(STREAM, bob, bind(STREAM, alice))  # control: another caller
+    assert bind(STREAM, alice) != bind(other, alice)  # not a plain hash: unrelated digests per stream
+    assert alice not in bind(STREAM, alice)
+    # The two headers cannot be confused: the same bytes moved from one to the other differ.
+    moved = identity(default_caller, scope_with((b"cookie", b"Bearer alice")))
+    assert moved != alice
+
+
+def test_caller_hook() -> None:
+    def by_user(scope: dict[str, object]) -> str | None:
+        return str(scope.get("user")) if scope.get("user") else None
+
+    assert identity(by_user, {"user": "ann"}) == b"ann"
+    assert identity(by_user, {}) == b""
+
+
+# -- the window ----------------------------------------------------------------------------------------
+
+
+def test_window_keeps_the_newest_events_within_the_bound() -> None:
+    window = Window(10 * (10 + ENTRY_OVERHEAD))
+    moved = [window.add(10) for _ in range(25)]
+    assert (window.first, window.last) == (16, 25)
+    assert moved == [False] * 10 + [True] * 15
+    assert window.size == 10 * (10 + ENTRY_OVERHEAD)
+    assert window.add(None) and (window.first, window.last, window.size) == (27, 26, 0)
+    assert not window.add(1) and window.first == 27
+
+
+# -- store URLs ----------------------------------------------------------------------------------------
+
+
+def test_store_urls() -> None:
+    assert parse_store_url("memory://").kind == "memory"
+    assert parse_store_url("memory://?max_bytes=1000").max_bytes == 1000
+    assert parse_store_url("redis://127.0.0.1:6379/2").kind == "redis"
+    assert parse_store_url("rediss://cache.internal").kind == "redis"
+    for bad in ("", "memcached://x", "redis://", "redis://h:notaport", "redis://h/db1", "memory://host",
+                "memory://?max_bytes=0", "memory://?size=1"):  # fmt: skip
+        with pytest.raises(ValueError):
+            parse_store_url(bad)
