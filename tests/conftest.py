@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from .support.otel import Otel
 from .support.servers import Server, uvicorn
 
 
@@ -24,6 +25,14 @@ def restore_signals() -> Iterator[None]:
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    """Private OpenTelemetry SDK providers with in-memory exporters, shut down after the test."""
+    otel = Otel()
+    yield otel
+    otel.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,7 @@ import pytest
 from sse_middleware._core.sse import Event, Parser
 
 from ..support.apps_reliability import text_of
-from ..support.servers import Server
-from ..support.servers_matrix import raise_fd_limit, serve, settle
+from ..support.servers import Server, raise_fd_limit, serve, settle
 
 pytestmark = pytest.mark.timeout(240)
 N = 1000

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..support.clients import read_stream
-from ..support.servers import Server
-from ..support.servers_matrix import SERVERS, serve, stats
+from ..support.servers import SERVERS, Server, serve, stats
 
 pytestmark = pytest.mark.timeout(120)
 ENV = {"SSE_MIDDLEWARE_HEARTBEAT_INTERVAL": "0.2"}

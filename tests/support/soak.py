@@ -27,7 +27,7 @@ import httpx
 if __package__ in (None, ""):  # run as a script: make ``tests`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.servers_matrix import raise_fd_limit, serve, settle
+from tests.support.servers import raise_fd_limit, serve, settle
 
 SCENARIOS = ("openai", "slow", "leave", "fail", "raw")
 ENV = {"SSE_MIDDLEWARE_HEARTBEAT_INTERVAL": "0.05", "SSE_MIDDLEWARE_COALESCE_MAX_DELAY": "0.02"}

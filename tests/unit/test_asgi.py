@@ -1,6 +1,6 @@
 """The stream lifecycle at the ASGI level, on asyncio and on trio, through the raw harness in
-``asgi_harness.py``. Every behaviour is shown against a control that fails without it: heartbeats off,
-no stall timeout, no shutdown, or the app without the middleware."""
+``tests/support/harness.py``. Every behaviour is shown against a control that fails without it:
+heartbeats off, no stall timeout, no shutdown, or the app without the middleware."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from starlette.responses import StreamingResponse
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core.sse import Comment, Event
 
-from ..support.asgi_harness import SSE, Client, Message, Script, mw, run_all, run_for
+from ..support.harness import Message, Script, Wire, body, mw, run_all, run_for, start
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -29,17 +29,17 @@ SILENT = (b"data: a\n\n", 0.45, b"data: b\n\n")
 
 
 async def test_silence_gets_heartbeats_and_zero_disables_them() -> None:
-    ours, off = Client(), Client()
+    ours, off = Wire(), Wire()
     assert await run_all((5, mw(Script(SILENT), heartbeat_interval=0.1, heartbeat_comment="hb"), ours),
                          (5, mw(Script(SILENT), heartbeat_interval=0), off)) == [False, False]
     assert ours.events() == off.events() == [Event("a"), Event("b")]
     assert 2 <= len(ours.comments()) <= 5 and set(ours.comments()) == {Comment("hb")}
-    assert b"data: a\n\n: hb\n\n" in ours.body and ours.body.endswith(b": hb\n\ndata: b\n\n")
+    assert b"data: a\n\n: hb\n\n" in ours.data and ours.data.endswith(b": hb\n\ndata: b\n\n")
     assert off.comments() == []  # the control
 
 
 async def test_busy_stream_gets_no_heartbeat() -> None:
-    busy, idle = Client(), Client()
+    busy, idle = Wire(), Wire()
     steps = tuple(x for i in range(20) for x in (b"data: %d\n\n" % i, 0.02))
     await run_all((5, mw(Script(steps), heartbeat_interval=0.25), busy),
                   (5, mw(Script(SILENT), heartbeat_interval=0.25), idle))
@@ -52,21 +52,21 @@ HALF = (b"data: before\n\n", b"data: hel", 0.4, b"lo\n\n", 0.3, b"data: after\n\
 
 async def test_heartbeat_never_lands_inside_a_held_partial_event() -> None:
     """The half event is held until its blank line, so comments go out before it, never inside."""
-    ours, off = Client(), Client()
+    ours, off = Wire(), Wire()
     await run_all((5, mw(Script(HALF), heartbeat_interval=0.1), ours),
                   (5, mw(Script(HALF), heartbeat_interval=0), off))
     assert ours.events() == off.events() == [Event("before"), Event("hello"), Event("after")]
-    assert b"data: hello\n\n" in ours.body and len(ours.comments()) >= 3
+    assert b"data: hello\n\n" in ours.data and len(ours.comments()) >= 3
     assert off.comments() == []  # control: the comments are the heartbeats
 
 
 async def test_heartbeat_waits_for_the_end_of_an_event_already_on_the_wire() -> None:
     """Past max_event_bytes a partial event streams through; no comment is written until it ends."""
-    client = Client()
+    client = Wire()
     assert not await run_for(5, mw(Script(HALF), heartbeat_interval=0.1, max_event_bytes=4), client)
-    assert b"data: hel" in client.sent[2]["body"]  # the half event went out as it came
-    assert b"data: hello\n\n" in client.body and client.events()[1] == Event("hello")
-    during, after = client.body.split(b"data: hello\n\n")
+    assert b"data: hel" in client.messages[2]["body"]  # the half event went out as it came
+    assert b"data: hello\n\n" in client.data and client.events()[1] == Event("hello")
+    during, after = client.data.split(b"data: hello\n\n")
     assert b": ping" not in during  # control: the silence after the event does get comments
     assert after.count(b": ping\n\n") >= 1
 
@@ -76,13 +76,13 @@ async def test_zero_interval_means_no_timer_task() -> None:
         seen: list[int] = []
 
         async def app(scope: Message, receive: Any, send: Any) -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", SSE)]})
-            await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+            await send(start())
+            await send(body(b"data: x\n\n"))
             await anyio.sleep(0.05)
             seen.append(len(anyio.get_running_tasks()))
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send(body(b"", more=False))
 
-        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Client())
+        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Wire())
         return seen[0]
 
     assert await count_tasks(15) == await count_tasks(0) + 1  # the control has the timer
@@ -90,17 +90,22 @@ async def test_zero_interval_means_no_timer_task() -> None:
 
 async def test_no_heartbeats_on_non_sse_streams() -> None:
     steps = (b"line 1\n", 0.5, b"line 2\n")
-    plain, ndjson, sse = Client(), Client(), Client()
+    plain, ndjson, sse = Wire(), Wire(), Wire()
     await run_all((5, mw(Script(steps, b"text/plain"), heartbeat_interval=0.1), plain),
                   (5, mw(Script(steps, b"application/x-ndjson"), heartbeat_interval=0.1), ndjson),
-                  (5, mw(Script(steps, SSE), heartbeat_interval=0.1), sse))
+                  (5, mw(Script(steps), heartbeat_interval=0.1), sse))
     for client in (plain, ndjson):
-        assert client.sent[0]["headers"][-1] == (b"x-accel-buffering", b"no")  # a stream we handle
-        assert client.body == b"line 1\nline 2\n"
-    assert b": ping" in sse.body  # control: the same silence as SSE gets comments
+        assert client.messages[0]["headers"][-1] == (b"x-accel-buffering", b"no")  # a stream we handle
+        assert client.data == b"line 1\nline 2\n"
+    assert b": ping" in sse.data  # control: the same silence as SSE gets comments
 
 
 # -- client disconnects --------------------------------------------------------------------------------
+
+
+def gone_after(bodies: int, error: type[OSError]) -> Wire:
+    """An ASGI 2.4 server whose client left after ``bodies`` bodies: only ``send`` says so, by raising."""
+    return Wire(style="2.4", error=error, leave_at=bodies + 1, quiet_receive=True)
 
 
 def no_errors(caplog: pytest.LogCaptureFixture) -> bool:
@@ -108,14 +113,14 @@ def no_errors(caplog: pytest.LogCaptureFixture) -> bool:
 
 
 async def test_disconnect_message_cancels_an_app_that_never_listens(caplog: pytest.LogCaptureFixture) -> None:
-    app, client, bare, control = Script(endless=True), Client(), Script(endless=True), Client()
+    app, client, bare, control = Script(endless=True), Wire(), Script(endless=True), Wire()
     before = len(anyio.get_running_tasks())
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_for, 5, mw(app, heartbeat_interval=0.1), client)
         tg.start_soon(run_for, 1.2, bare, control)
         await anyio.sleep(0.3)
-        client.gone.set()
-        control.gone.set()
+        client.leave()
+        control.leave()
         left = time.monotonic()
         while not app.finished and time.monotonic() - left < 3:
             await anyio.sleep(0.01)
@@ -129,12 +134,12 @@ async def test_disconnect_message_cancels_an_app_that_never_listens(caplog: pyte
 @pytest.mark.parametrize("error", [OSError, BrokenPipeError, ConnectionResetError])
 async def test_send_raising_oserror_cancels_the_app(error: type[OSError],
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    app, client = Script(endless=True), Client(send_error=error)
-    assert not await run_for(3, mw(app, heartbeat_interval=0.1), client, spec="2.4")
+    app, client = Script(endless=True), gone_after(3, error)
+    assert not await run_for(3, mw(app, heartbeat_interval=0.1), client)
     assert app.finished and app.failed is None and no_errors(caplog)
     bare = Script(endless=True)  # control: without us the app sees the error
     with pytest.raises(error):
-        await run_for(3, bare, Client(send_error=error), spec="2.4")
+        await run_for(3, bare, gone_after(3, error))
 
 
 @pytest.mark.parametrize("spec", ["2.3", "2.4"])
@@ -155,15 +160,15 @@ async def test_starlette_generator_finally_runs(spec: str, caplog: pytest.LogCap
     def app() -> StreamingResponse:
         return StreamingResponse(tokens(), media_type="text/event-stream")
 
-    client = Client(send_error=OSError if spec == "2.4" else None, fail_after=5)
+    client = gone_after(5, OSError) if spec == "2.4" else Wire()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run_for, 3, mw(app()), client, "GET", spec)
+        tg.start_soon(run_for, 3, mw(app()), client)
         await anyio.sleep(0.2)
-        client.gone.set()
+        client.leave()
     assert done == ["finally"] and no_errors(caplog)
     if spec == "2.4":  # control: without us Starlette turns the send error into an exception
         with pytest.raises(Exception) as info:
-            await run_for(3, app(), Client(send_error=OSError), spec=spec)
+            await run_for(3, app(), gone_after(3, OSError))
         assert type(info.value).__name__ == "ClientDisconnect"
         assert done == ["finally"]  # and its generator is left suspended at a yield: no finally yet
 
@@ -173,27 +178,27 @@ async def test_an_app_that_awaits_nothing_but_send_still_stops() -> None:
 
     async def app(scope: Message, receive: Any, send: Any) -> None:
         nonlocal sends
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", SSE)]})
+        await send(start())
         while sends < 100_000:  # bounded, so that a failure is a count and not a hung test
             sends += 1
-            await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+            await send(body(b"data: x\n\n"))
 
-    client = Client(send_error=BrokenPipeError, fail_after=3)
-    assert not await run_for(5, mw(app, coalesce=False), client, spec="2.4")
+    client = gone_after(3, BrokenPipeError)
+    assert not await run_for(5, mw(app, coalesce=False), client)
     assert sends < 100  # cancelled within a few writes that go nowhere; without the check, 100,000
 
 
 async def test_many_disconnects_leave_no_tasks_behind(caplog: pytest.LogCaptureFixture) -> None:
     async def open_streams(wrap: bool) -> int:
         before = len(anyio.get_running_tasks())
-        clients = [Client() for _ in range(25)]
+        clients = [Wire() for _ in range(25)]
         async with anyio.create_task_group() as tg:
             for client in clients:
                 app = Script(endless=True)
                 tg.start_soon(run_for, 3, mw(app, heartbeat_interval=0.05) if wrap else app, client)
             await anyio.sleep(0.2)
             for client in clients:
-                client.gone.set()
+                client.leave()
             await anyio.sleep(0.5)
             left = len(anyio.get_running_tasks()) - before
             tg.cancel_scope.cancel()
@@ -218,11 +223,11 @@ DIALECTS = {"sse": (b"data: hi\n\n", "timeout"), "openai": (OPENAI_CHUNK, "timeo
 
 async def test_stall_timeout_ends_the_stream_with_a_timeout_error() -> None:
     apps = {name: Script((first, 30.0)) for name, (first, _) in DIALECTS.items()}
-    clients = {name: Client() for name in DIALECTS}
+    clients = {name: Wire() for name in DIALECTS}
     started = time.monotonic()
     running = await run_all(*((5, mw(apps[n], stall_timeout=0.3, heartbeat_interval=0.1), clients[n])
                               for n in DIALECTS),
-                            (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Client()))
+                            (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Wire()))
     assert running == [False, False, False, True]  # control: no stall timeout, the silence holds it open
     assert 0.3 <= time.monotonic() - started < 2.5
     for name, (_, kind) in DIALECTS.items():
@@ -230,12 +235,12 @@ async def test_stall_timeout_ends_the_stream_with_a_timeout_error() -> None:
         assert apps[name].finished and client.complete
         assert json.loads(last.data)["error"]["type"] == kind
         assert (last.event == "error") == (name != "openai")
-        assert b"[DONE]" not in client.body and client.comments()  # heartbeats do not reset the stall
+        assert b"[DONE]" not in client.data and client.comments()  # heartbeats do not reset the stall
 
 
 async def test_busy_upstream_never_stalls() -> None:
     steps = tuple(x for i in range(12) for x in (b"data: %d\n\n" % i, 0.05))
-    client = Client()
+    client = Wire()
     assert not await run_for(5, mw(Script(steps), stall_timeout=0.4), client)
     assert len(client.events()) == 12 and client.complete
 
@@ -244,12 +249,12 @@ async def test_busy_upstream_never_stalls() -> None:
 
 
 async def test_head_answers_headers_without_running_an_endless_stream() -> None:
-    app, client = Script(endless=True), Client()
+    app, client = Script(endless=True), Wire()
     # control: without us it runs on
-    assert await run_all((2.0, mw(app), client, "HEAD"), (0.5, Script(endless=True), Client(), "HEAD")) == [
+    assert await run_all((2.0, mw(app), client, "HEAD"), (0.5, Script(endless=True), Wire(), "HEAD")) == [
         False, True]
-    assert client.complete and client.body == b"" and len(client.sent) == 2  # the start, the end
-    assert client.sent[0]["status"] == 200 and (b"x-accel-buffering", b"no") in client.sent[0]["headers"]
+    assert client.complete and client.data == b"" and len(client.messages) == 2  # the start, the end
+    assert client.messages[0]["status"] == 200 and client.headers()[b"x-accel-buffering"] == b"no"
     assert app.failed is None and not app.finished  # cancelled in send(start): its loop never began
 
 

@@ -32,7 +32,7 @@ import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
 
-from ..support.rel_harness import PLAIN, SSE, Wire, body, scope, start, text_of_events
+from ..support.harness import PLAIN, SSE, Wire, body, scope, start, text_of_events
 
 pytestmark = pytest.mark.timeout(120)
 OK = [b"data: one\n\n", b"data: two\n\n"]
@@ -273,7 +273,7 @@ def test_bad_streams_never_disturb_good_ones_on_a_real_server() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from ..support.clients import read_stream
-    from ..support.servers_matrix import serve, settle
+    from ..support.servers import serve, settle
 
     with serve("uvicorn-httptools") as server, ThreadPoolExecutor(16) as pool:
         good = [

@@ -27,7 +27,8 @@ from sse_middleware import StreamError, StreamingMiddleware, StreamingSettings
 from sse_middleware._core.sse import parse
 
 from ..support.apps_reliability import openai_chunk, task_count
-from ..support.rel_harness import PLAIN, SSE, Otel, Wire, body, scope, start, text_of_events
+from ..support.harness import PLAIN, SSE, Wire, body, scope, start, text_of_events
+from ..support.otel import Otel
 
 pytestmark = pytest.mark.timeout(240)
 METRIC_DURATION = "gen_ai.server.request.duration"  # names fixed by the GenAI conventions
