@@ -4,6 +4,7 @@ without it, one each for the whole session (a module may define its own with oth
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Iterator
 
@@ -18,13 +19,21 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def restore_signals() -> Iterator[None]:
+@contextlib.contextmanager
+def restored_signals() -> Iterator[None]:
     """The middleware chains SIGTERM/SIGINT when a stream starts in the main thread: put them back."""
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+@pytest.fixture
+def restore_signals() -> Iterator[None]:
+    with restored_signals():
+        yield
 
 
 @pytest.fixture
