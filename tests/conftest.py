@@ -1,4 +1,5 @@
-"""Shared fixtures. ``anyio_backend``: every ``@pytest.mark.anyio`` test runs on asyncio and on trio.
+"""Shared fixtures. ``anyio_backend``: every ``@pytest.mark.anyio`` test runs on asyncio and on trio (trio
+in the full run only: it is marked slow, and the fast tier deselects slow tests).
 ``wrapped`` / ``control``: the test app served by uvicorn with the middleware (default settings) and
 without it, one each for the whole session (a module may define its own with other settings)."""
 
@@ -13,8 +14,10 @@ import pytest
 from .support.otel import Otel
 from .support.servers import Server, uvicorn
 
+BACKENDS = ["asyncio", pytest.param("trio", marks=pytest.mark.slow)]  # trio: the full run, not the fast tier
 
-@pytest.fixture(params=["asyncio", "trio"])
+
+@pytest.fixture(params=BACKENDS)
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -227,6 +227,16 @@ def text(plan: Plan, chunks: list[bytes]) -> str | bytes:
     return text_of_events(parse(b"".join(chunks)), plan.dialect)
 
 
+def one_hole(whole: str | bytes, seen: str | bytes) -> bool:
+    """Whether ``seen`` is a prefix of ``whole`` then, after at most one gap, a run of it that follows:
+    one refused write leaves a hole, and nothing may be reordered, repeated or invented."""
+    same = 0
+    while same < min(len(whole), len(seen)) and whole[same] == seen[same]:
+        same += 1
+    rest = seen[same:]
+    return not rest or whole.find(rest, same) >= 0  # type: ignore[arg-type]
+
+
 def got(plan: Plan, wire: Wire) -> str | bytes:
     return wire.data if plan.dialect == "plain" else text_of_events(wire.events(), plan.dialect)
 
@@ -270,7 +280,8 @@ def check(plan: Plan, out: Outcome) -> None:
         due = text(plan, out.sent[: wire.at_fault])
         if plan.coalesce:  # text may still wait in the coalescer, but the first character goes at once
             whole_chars = due.decode("utf-8", "ignore") if isinstance(due, bytes) else due
-            assert text(plan, out.attempted).startswith(seen) and (seen or not whole_chars), (seen, due)
+            assert one_hole(text(plan, out.attempted), seen) and (seen or not whole_chars), (seen, due)
+            assert fault == "wire_raises" or text(plan, out.attempted).startswith(seen), "no hole"
         else:
             cuts = [text(plan, out.attempted[:j]) for j in range(wire.at_fault, len(out.attempted) + 1)]
             assert seen in cuts, (seen, due)
@@ -289,8 +300,7 @@ def check(plan: Plan, out: Outcome) -> None:
         kind = {"raise": "internal_error", "stream_error": "rate_limit", "stall": "timeout"}[fault]
         ends_with_error(plan, out, kind)
         return
-    if out.ended and error_type(wire) is None:  # the app ran to its end
-        assert wire.complete
+    if out.ended and error_type(wire) is None and wire.complete:  # the app ran to its end
         if fault == "slow_client" and plan.coalesce:  # KNOWN BUG, see test_a_slow_client_never_reorders_text
             assert sorted(seen) == sorted(whole), "nothing lost or invented"
         else:
@@ -344,7 +354,7 @@ def failed(plan: Plan, out: Outcome) -> bool:
         return False  # a client that left is no error
     if plan.fault == "wire_raises" and out.wire.raised:
         return not out.wire.refused_final  # our end was written (and recorded) before it was refused
-    return out.failed_at is not None or not out.ended or error_type(out.wire) is not None
+    return not (out.ended and out.wire.complete and error_type(out.wire) is None)  # not a normal end
 
 
 def settings_for(plan: Plan) -> StreamingSettings:
@@ -388,11 +398,20 @@ async def one_case(plan: Plan, otel: Otel) -> None:
     assert again.wire.complete and [e.data for e in again.wire.events()] == ["a", "b"]
 
 
+@settings(max_examples=100, deadline=None, derandomize=True, phases=PHASES)
+@given(plan=plans())
+def test_random_faults_keep_every_invariant(plan: Plan) -> None:
+    """The fast tier's sample; the full run adds 300 cases on each backend (below)."""
+    with restored_signals():  # each case's middleware chains SIGTERM/SIGINT in front of the test's
+        anyio.run(one_case, plan, Otel())
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @settings(max_examples=300, deadline=None, derandomize=True, phases=PHASES)
 @given(plan=plans())
-def test_random_faults_keep_every_invariant(backend: str, plan: Plan) -> None:
-    with restored_signals():  # each case's middleware chains SIGTERM/SIGINT in front of the test's
+def test_random_faults_keep_every_invariant_on_each_backend(backend: str, plan: Plan) -> None:
+    with restored_signals():
         anyio.run(one_case, plan, Otel(), backend=backend)
 
 
@@ -411,19 +430,19 @@ CONTROLS = {
     "stream_error": explicit("stream_error"),
     "stall": explicit("stall"),  # nothing ends the silent app
     "leave-2.4": explicit("leave", "2.4"),  # the app gets OSError from send: the server sees it raised
-    "leave-2.3": explicit("leave", "2.3", sleep=1.0),  # a raw app writes on to a client that left
-    "shutdown": explicit("shutdown", sleep=1.0),  # nothing ends an open stream at a shutdown
+    "leave-2.3": explicit("leave", "2.3", sleep=0.5, at=0),  # a raw app writes on to a client that left
+    "shutdown": explicit("shutdown", sleep=0.5),  # nothing ends an open stream at a shutdown
     "cancel_outside": explicit("cancel_outside", sleep=0.05),  # cut without the reconnect hint
 }
 
 
 async def bare_case(plan: Plan, wrap: bool) -> None:
     """One case served with or without the middleware: the wire-level checks only (a bare app has no
-    span); ``CASE_SECONDS`` bounds it as in the random test."""
+    span). The run must end within a second: the control apps that nothing stops run for three."""
     out = Outcome(wire_for(plan))
     app = make_app(plan, out)
     mw = StreamingMiddleware(app, settings_for(plan))
-    with anyio.fail_after(CASE_SECONDS):
+    with anyio.fail_after(1.0):
         await drive(mw if wrap else app, mw, plan, out)
     check(plan, out)
 

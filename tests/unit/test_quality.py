@@ -19,11 +19,13 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow  # a tool run, not a behaviour: the full run only
 def test_mypy_strict() -> None:
     result = _run("mypy", "--strict", "sse_middleware")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_ruff() -> None:
     result = _run("ruff", "check", "sse_middleware", "tests", "examples", "bench")
     assert result.returncode == 0, result.stdout + result.stderr
