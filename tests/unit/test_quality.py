@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sse_middleware"
-RUNTIME = {"starlette", "anyio", "opentelemetry"}
+RUNTIME = {"anyio", "opentelemetry"}  # pyproject.toml's dependencies (exceptiongroup: below, < 3.11 only)
 SANS_IO = PACKAGE / "_core"  # the sans-I/O core: every module in it, by the layout
 
 
