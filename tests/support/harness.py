@@ -26,7 +26,7 @@ PLAIN = [(b"content-type", b"text/plain; charset=utf-8")]
 def scope(
     method: str = "GET",
     headers: list[tuple[bytes, bytes]] | None = None,
-    path: str = "/",
+    path: str = "/s",
     query: bytes = b"",
     spec: str = "2.3",
 ) -> Message:
