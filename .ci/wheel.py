@@ -12,7 +12,7 @@ from email.parser import Parser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-METADATA = {"METADATA", "WHEEL", "RECORD", "top_level.txt"}
+METADATA = {"METADATA", "WHEEL", "RECORD", "top_level.txt", "entry_points.txt"}  # + console script
 RUNTIME = {"anyio", "opentelemetry-api", "exceptiongroup"}  # exceptiongroup: Python < 3.11 only
 
 
