@@ -455,6 +455,10 @@ class Responder:
                     await self._send_held({"type": "http.response.body", "body": frame, "more_body": True})
                 except OSError:
                     return  # the client left (ASGI >= 2.4); the app hears it from its own next send
+                except Exception as exc:  # the server refused our write: the stream failed, not the app
+                    self.failure = exc
+                    self._end(errors.report(exc, self.settings, self._error_id(), self.disconnected))
+                    return
                 finally:
                     self._due_write = None
             if scope.cancelled_caught:

@@ -7,16 +7,9 @@ same model app with and without the middleware, so the raw variant must lack wha
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -24,57 +17,10 @@ import openai
 import pytest
 from httpx_sse import connect_sse
 
-from ..support.otlp_receiver import OTLPReceiver, attributes
+from ..support.otel import OTLPReceiver, attributes
+from ..support.servers import ROOT, Server, example
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-
-
-class _Example(str):
-    """A running example: its base URL (the string itself) and what it printed so far."""
-
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-@contextlib.contextmanager
-def _start_example(script: str, env: dict[str, str] | None = None) -> Iterator[_Example]:
-    """Run ``python examples/<script> --port N``; yield its base URL once it listens and has said so."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    environ = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
-    environ["PYTHONPATH"] = os.pathsep.join(p for p in (environ.get("PYTHONPATH"), str(ROOT)) if p)
-    environ.update(env or {})
-    log = Path(tempfile.mkstemp(prefix=f"{script}-", suffix=".log")[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(EXAMPLES / script), "--port", str(port)], cwd=ROOT,
-                                env=environ, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"{script} exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{script} did not start:\n{log.read_text(errors='replace')}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-            time.sleep(0.05)
-        assert url in log.read_text(errors="replace"), "the example must print its address"
-        example = _Example(url)
-        example.log = log
-        yield example
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.unlink(missing_ok=True)
 
 
 def _stream_headers(url: str, **kwargs: object) -> httpx.Headers:
@@ -85,7 +31,8 @@ def _stream_headers(url: str, **kwargs: object) -> httpx.Headers:
 
 
 def test_fastapi_openai_streams_to_the_openai_sdk() -> None:
-    with _start_example("fastapi_openai.py") as url:
+    with example("fastapi_openai.py") as server:
+        url = server.url
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         stream = client.chat.completions.create(
             model="echo", messages=[{"role": "user", "content": "what is TTFT?"}], stream=True)
@@ -104,7 +51,8 @@ def test_fastapi_openai_streams_to_the_openai_sdk() -> None:
 
 def test_starlette_plain_streams_events_and_reports_failure_as_an_event() -> None:
     text = "Server-Sent Events are plain HTTP: one long response, one event per message. "
-    with _start_example("starlette_plain.py") as url, httpx.Client(timeout=30) as client:
+    with example("starlette_plain.py") as server, httpx.Client(timeout=30) as client:
+        url = server.url
         with connect_sse(client, "GET", f"{url}/stream") as source:
             assert source.response.headers["x-accel-buffering"] == "no"
             events = list(source.iter_sse())
@@ -122,7 +70,8 @@ def test_starlette_plain_streams_events_and_reports_failure_as_an_event() -> Non
 
 
 def test_fastapi_native_sse_streams_and_sends_stream_error_verbatim() -> None:
-    with _start_example("fastapi_native_sse.py") as url, httpx.Client(timeout=30) as client:
+    with example("fastapi_native_sse.py") as server, httpx.Client(timeout=30) as client:
+        url = server.url
         with connect_sse(client, "GET", f"{url}/tokens") as source:
             headers = source.response.headers
             events = list(source.iter_sse())
@@ -140,7 +89,8 @@ def test_fastapi_native_sse_streams_and_sends_stream_error_verbatim() -> None:
 
 
 def test_relay_streams_anthropic_and_openai_from_the_local_fake_upstream() -> None:
-    with _start_example("relay.py") as url:
+    with example("relay.py") as server:
+        url = server.url
         claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
         with claude.messages.stream(model="claude-fake", max_tokens=100,
                                     messages=[{"role": "user", "content": "hi"}]) as stream:
@@ -162,23 +112,23 @@ FAST = {"ttft": 0.05, "tpot": 0.002, "jitter": 0.0}
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[_Example]:
-    with _start_example("lab.py") as url:
-        yield url
+def lab() -> Iterator[Server]:
+    with example("lab.py") as server:
+        yield server
 
 
-def test_lab_serves_its_page(lab: _Example) -> None:
-    page = httpx.get(lab, timeout=10)
+def test_lab_serves_its_page(lab: Server) -> None:
+    page = httpx.get(lab.url, timeout=10)
     assert page.status_code == 200 and "/static/lab.js" in page.text
     for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
-        assert httpx.get(f"{lab}/static/{asset}", timeout=10).status_code == 200
-    scenarios = httpx.get(f"{lab}/api/config", timeout=10).json()["scenarios"]
+        assert httpx.get(f"{lab.url}/static/{asset}", timeout=10).status_code == 200
+    scenarios = httpx.get(f"{lab.url}/api/config", timeout=10).json()["scenarios"]
     assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure"}
 
 
-def test_lab_model_through_the_middleware_and_raw(lab: _Example) -> None:
-    mw = openai.OpenAI(base_url=f"{lab}/mw/v1", api_key="unused", max_retries=0)
-    raw = openai.OpenAI(base_url=f"{lab}/raw/v1", api_key="unused", max_retries=0)
+def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
+    mw = openai.OpenAI(base_url=f"{lab.url}/mw/v1", api_key="unused", max_retries=0)
+    raw = openai.OpenAI(base_url=f"{lab.url}/raw/v1", api_key="unused", max_retries=0)
     short = (EXAMPLES / "lab_answers" / "short.md").read_text(encoding="utf-8")
     for client in (mw, raw):
         stream = client.chat.completions.create(model="lab-sim", messages=[{"role": "user", "content": "hi"}],
@@ -186,8 +136,8 @@ def test_lab_model_through_the_middleware_and_raw(lab: _Example) -> None:
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == short
 
     body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
-    assert _stream_headers(f"{lab}/mw/v1/chat/completions", json=body)["x-accel-buffering"] == "no"
-    assert "x-accel-buffering" not in _stream_headers(f"{lab}/raw/v1/chat/completions", json=body)
+    assert _stream_headers(f"{lab.url}/mw/v1/chat/completions", json=body)["x-accel-buffering"] == "no"
+    assert "x-accel-buffering" not in _stream_headers(f"{lab.url}/raw/v1/chat/completions", json=body)
 
     # A crash mid-answer: an error the SDK understands through the middleware, a broken stream without.
     failing = {"scenario": "failure", **FAST}
@@ -201,12 +151,12 @@ def test_lab_model_through_the_middleware_and_raw(lab: _Example) -> None:
             pass
 
 
-def test_lab_tool_call_silence_is_kept_alive_by_heartbeats(lab: _Example) -> None:
+def test_lab_tool_call_silence_is_kept_alive_by_heartbeats(lab: Server) -> None:
     body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "tool", **FAST}
     with httpx.Client(timeout=30) as client:
         pings = {}
         for variant in ("mw", "raw"):
-            with client.stream("POST", f"{lab}/{variant}/v1/chat/completions", json=body) as response:
+            with client.stream("POST", f"{lab.url}/{variant}/v1/chat/completions", json=body) as response:
                 lines = list(response.iter_lines())
             pings[variant] = sum(1 for line in lines if line.startswith(":"))
             assert "data: [DONE]" in lines
@@ -222,9 +172,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
         time.sleep(0.1)
 
 
-def test_lab_prints_spans_and_metrics_to_the_console(lab: _Example) -> None:
+def test_lab_prints_spans_and_metrics_to_the_console(lab: Server) -> None:
     body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
-    _stream_headers(f"{lab}/mw/v1/chat/completions", json=body)
+    _stream_headers(f"{lab.url}/mw/v1/chat/completions", json=body)
     _wait_for(lambda: "[otel span]" in lab.output())
     span_line = next(line for line in lab.output().splitlines() if line.startswith("[otel span]"))
     assert "gen_ai.response.time_to_first_chunk" in span_line
@@ -235,13 +185,14 @@ def test_lab_exports_over_otlp_http_when_configured() -> None:
     with OTLPReceiver() as rx:
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
                "OTEL_METRIC_EXPORT_INTERVAL": "500"}
-        with _start_example("lab.py", env) as url:
+        with example("lab.py", env) as server:
+            url = server.url
             _stream_headers(f"{url}/mw/v1/chat/completions", json=body)
             _stream_headers(f"{url}/raw/v1/chat/completions", json=body)  # control: no middleware, no span
             _wait_for(lambda: bool(rx.spans()) and any(m.name == "gen_ai.server.time_to_first_token"
                                                         for m in rx.metrics()))
             time.sleep(1)  # let a span for the raw stream arrive, if one (wrongly) would
-            assert "[otel span]" not in url.output(), "OTLP replaces the console"
+            assert "[otel span]" not in server.output(), "OTLP replaces the console"
         spans = rx.spans()
         assert len(spans) == 1
         assert attributes(spans[0])["url.path"] == "/mw/v1/chat/completions"

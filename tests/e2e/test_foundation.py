@@ -88,6 +88,17 @@ def test_nginx_delivers_the_first_event_at_once(wrapped: Server, gzip: bool) -> 
     assert seen.first() < 1.0 < seen.total  # the first event long before the end
 
 
+def test_nginx_default_buffering_passes_a_slow_stream_without_any_header(control: Server) -> None:
+    """The README's claim about plain nginx, shown without the middleware (no X-Accel-Buffering): with
+    its default ``proxy_buffering on`` it still delivers the first event at once. The gzip test below
+    shows the same measure does see a held stream."""
+    with nginx(control.port, gzip=False) as proxy:
+        seen = read_stream(proxy + SLOW)
+    assert "x-accel-buffering" not in seen.headers
+    assert seen.events == [Event(f"tick {i}", id=str(i)) for i in range(5)]
+    assert seen.first() < 1.0 < seen.total
+
+
 def test_nginx_with_gzip_holds_the_stream_without_the_middleware(control: Server) -> None:
     """The control for the test above: the buffering the middleware removes is real."""
     with nginx(control.port, gzip=True) as proxy:

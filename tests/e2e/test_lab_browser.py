@@ -9,24 +9,20 @@ Chromium is Debian's (``/usr/bin/chromium``, or ``LAB_CHROMIUM``); missing, it i
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..support.servers import example, require
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
@@ -35,57 +31,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SCREENSHOT = Path(os.environ.get("LAB_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-lab.png")
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} is missing (CI must install it)")
-    pytest.skip(f"{what} is missing")
-
-
-@contextlib.contextmanager
-def _start_server() -> Iterator[str]:
-    """``python examples/lab.py --port N`` on a free port; yields the base URL once it listens."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
-    env = {**os.environ, "PYTHONPATH": path}
-    log = Path(tempfile.mkstemp(prefix="lab-", suffix=".log")[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "lab.py"), "--port", str(port)],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the lab did not start:\n{log.read_text(errors='replace')}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.unlink(missing_ok=True)
-
-
 @pytest.fixture(scope="module")
 def lab_url() -> Iterator[str]:
-    with _start_server() as url:
-        yield url
+    with example("lab.py") as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        _missing(f"chromium at {CHROMIUM}")
+    require(CHROMIUM if Path(CHROMIUM).exists() else None, f"chromium at {CHROMIUM}")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("the playwright package")
+        require(None, "the playwright package")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield browser

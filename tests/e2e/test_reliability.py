@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -17,8 +18,8 @@ import pytest
 from sse_middleware._core.sse import Event, Parser
 
 from ..support.apps_reliability import text_of
-from ..support.servers import Server
-from ..support.servers_matrix import raise_fd_limit, serve, settle
+from ..support.clients import read_stream
+from ..support.servers import Server, raise_fd_limit, serve, settle
 
 pytestmark = pytest.mark.timeout(240)
 N = 1000
@@ -123,3 +124,38 @@ def test_control_a_leak_of_a_quarter_mebibyte_per_stream_is_caught() -> None:
         second = settle(leaky)
     with pytest.raises(AssertionError):
         assert_no_growth(base, first, second)
+
+
+# -- bad output from the app on a real server, next to good streams ----------------------------------------
+
+BAD = ["str_body", "second_start", "endless", "invalid_utf8", "after_final"]
+
+
+def test_bad_streams_never_disturb_good_ones_on_a_real_server() -> None:
+    """Every bad case of tests/unit/test_bad_output.py twice at once, while good streams run on the same
+    uvicorn: the good ones arrive whole, every bad one (both rounds) ends as defined, the server keeps
+    serving, and every stream is finalized."""
+    with serve("uvicorn-httptools") as server, ThreadPoolExecutor(16) as pool:
+        good = [
+            pool.submit(read_stream, f"{server.url}/stream?id={i}&n=10&delay=0.03&kind=sse") for i in range(6)
+        ]
+        bad = [(case, pool.submit(read_stream, f"{server.url}/bad?case={case}")) for case in BAD * 2]
+        for i, future in enumerate(good):
+            assert [e.data for e in future.result().events] == [f"<{i}:{k}>" for k in range(10)]
+        results = [(case, future.result()) for case, future in bad]
+        end = settle(server)
+        log = server.output()
+    assert end["started"] == end["finalized"]
+    for case, seen in results:
+        if case == "invalid_utf8":
+            assert seen.body == b"data: ok\n\ndata: \xff\xfe\n\n" and seen.error is None, case
+        elif case == "endless":
+            assert seen.error is not None and len(seen.body) > 40 * 65536, case  # cut, not clean
+        elif case == "after_final":
+            assert seen.error is None and [e.data for e in seen.events] == ["ok"], case  # late one dropped
+        else:  # str_body, second_start: the error event, a clean end
+            assert seen.error is None and seen.events[-1].event == "error", case
+    # Nothing reached the server as a crash but the late messages of "after_final", which go to the server
+    # as they would without us, and which uvicorn refuses with its own error (once per such request).
+    refused = "Unexpected ASGI message 'http.response.body' sent, after response already completed"
+    assert log.count("Exception in ASGI application") == log.count(refused) == 2

@@ -22,9 +22,8 @@ import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
 
-from ..support.rel_harness import Wire, body, scope, start
-from ..support.servers import Server
-from ..support.servers_matrix import reset_peak, serve, stats
+from ..support.harness import Wire, body, scope, start
+from ..support.servers import Server, reset_peak, serve, stats
 
 pytestmark = pytest.mark.timeout(180)
 MIB = 1024 * 1024

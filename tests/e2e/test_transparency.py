@@ -27,8 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..support.servers import Server
-from ..support.servers_matrix import serve
+from ..support.servers import Server, serve
 
 pytestmark = pytest.mark.timeout(120)
 APP = "tests.support.apps_transparency:app"

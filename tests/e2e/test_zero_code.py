@@ -2,7 +2,7 @@
 instrumentation makes an ``http send`` span per frame of a stream, and the README's remedy (leaving the
 streaming route out with ``OTEL_PYTHON_FASTAPI_EXCLUDED_URLS``) removes them while the middleware's span
 becomes the server span. The control is the same run without the variable. Spans go to the local OTLP
-receiver of ``tests/support/otlp_receiver.py`` through the real exporter.
+receiver of ``tests/support/otel.py`` through the real exporter.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from ..support.otlp_receiver import OTLPReceiver, attributes
+from ..support.otel import OTLPReceiver, attributes
 from ..support.servers import ROOT, free_port, require, wait_for_port
 
 BODY = {"messages": [{"role": "user", "content": "hi"}], "model": "zero-code", "stream": True}

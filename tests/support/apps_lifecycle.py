@@ -66,7 +66,8 @@ async def forever(request: Request) -> Response:
         finally:
             mark(name)
 
-    return StreamingResponse(gen(), media_type="text/event-stream")
+    # Which process serves it (with --workers N, a test can see that every worker got streams).
+    return StreamingResponse(gen(), media_type="text/event-stream", headers={"x-worker": str(os.getpid())})
 
 
 async def hang(request: Request) -> Response:

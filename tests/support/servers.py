@@ -1,9 +1,13 @@
-"""Real servers for behaviour tests: uvicorn subprocesses and nginx on 127.0.0.1, on free ports."""
+"""Real servers for behaviour tests, as subprocesses on free 127.0.0.1 ports, all started by ``launch``:
+``uvicorn`` (the test apps), ``serve`` (any of the five ASGI servers the suite runs on), ``example``
+(``python examples/X.py --port N``) and ``nginx`` in front of one of them; plus probes of a server
+process (``/stats``, RSS, file descriptors)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -11,12 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SERVERS = ("uvicorn-httptools", "uvicorn-h11", "hypercorn-asyncio", "hypercorn-trio", "granian")
 
 
 def free_port() -> int:
@@ -35,6 +43,15 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeou
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
+
+
+def require(binary: str | None, what: str) -> str:
+    """A real component the test needs: missing is a failure in CI, a skip on a laptop."""
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{what} is not installed (CI must install it)")
+        pytest.skip(f"{what} is not installed")
+    return binary
 
 
 class Server:
@@ -61,35 +78,78 @@ class Server:
 
 
 @contextlib.contextmanager
-def uvicorn(app: str, env: Mapping[str, str] | None = None, *extra: str) -> Iterator[Server]:
-    """``uvicorn app`` in a subprocess; ``env`` adds variables (e.g. SSE_MIDDLEWARE_*, TEST_WRAP)."""
-    port = free_port()
-    log = Path(tempfile.mkstemp(prefix="uvicorn-", suffix=".log")[1])
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        app,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--app-dir",
-        str(ROOT),
-        "--no-access-log",
-        *extra,
-    ]
+def launch(
+    name: str,
+    cmd: Sequence[str],
+    port: int,
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float = 20.0,
+    drop: Collection[str] = (),
+) -> Iterator[Server]:
+    """Run ``cmd`` from the repo root with ROOT importable, output to a log; ``env`` adds variables,
+    ``drop`` removes some. Yield it once ``port`` listens; stop it (SIGTERM, then SIGKILL) at the end."""
+    log = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    environ = {k: v for k, v in os.environ.items() if k not in drop}
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                env={**environ, "PYTHONPATH": path, **(env or {})})
     server = Server(proc, port, log)
     try:
-        wait_for_port(port, proc)
+        try:
+            wait_for_port(port, proc, timeout)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{name} did not start ({exc}):\n{server.output()}") from None
         yield server
     finally:
         server.stop()
 
+
+def uvicorn(
+    app: str, env: Mapping[str, str] | None = None, *extra: str
+) -> contextlib.AbstractContextManager[Server]:
+    """``uvicorn app``; ``env`` adds variables (e.g. SSE_MIDDLEWARE_*, TEST_WRAP); ``extra`` its options."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+           "--app-dir", str(ROOT), "--no-access-log", *extra]
+    return launch("uvicorn", cmd, port, env)
+
+
+def command(kind: str, app: str, port: int) -> list[str]:
+    """The command line that serves ``app`` on ``port`` with server ``kind`` (one of SERVERS)."""
+    if kind.startswith("uvicorn"):
+        return [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+                "--http", kind.split("-")[1], "--no-access-log", "--app-dir", str(ROOT)]
+    if kind.startswith("hypercorn"):
+        worker = kind.split("-")[1]
+        return [sys.executable, "-m", "hypercorn", app, "--bind", f"127.0.0.1:{port}", "-k", worker]
+    if kind == "granian":
+        return [str(BIN / "granian"), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+                "--no-ws", "--log-level", "warning", app]
+    raise ValueError(kind)
+
+
+def serve(
+    kind: str, app: str = "tests.support.apps_reliability:app", env: Mapping[str, str] | None = None
+) -> contextlib.AbstractContextManager[Server]:
+    """A server process of ``kind`` serving ``app``; ``env`` adds variables (TEST_WRAP, SSE_MIDDLEWARE_*)."""
+    port = free_port()
+    return launch(kind, command(kind, app, port), port, env)
+
+
+@contextlib.contextmanager
+def example(script: str, env: Mapping[str, str] | None = None) -> Iterator[Server]:
+    """``python examples/<script> --port N`` as its docstring says, with no API key in its environment
+    (the examples fake their upstream then); yield it once it listens and has printed its address."""
+    port = free_port()
+    cmd = [sys.executable, str(ROOT / "examples" / script), "--port", str(port)]
+    with launch(script, cmd, port, env, timeout=30, drop=("ANTHROPIC_API_KEY", "OPENAI_API_KEY")) as server:
+        assert server.url in server.output(), "the example must print its address"
+        yield server
+
+
+# -- nginx -----------------------------------------------------------------------------------------------
 
 NGINX_CONF = """
 worker_processes 1;
@@ -122,15 +182,6 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
 
-def require(binary: str | None, what: str) -> str:
-    """A real component the test needs: missing is a failure in CI, a skip on a laptop."""
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{what} is not installed (CI must install it)")
-        pytest.skip(f"{what} is not installed")
-    return binary
-
-
 @contextlib.contextmanager
 def nginx(upstream: int, *, gzip: bool) -> Iterator[str]:
     """A real nginx proxying to 127.0.0.1:upstream with default buffering, optionally with gzip."""
@@ -139,12 +190,43 @@ def nginx(upstream: int, *, gzip: bool) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="nginx-") as tmp:
         conf = Path(tmp) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(dir=tmp, port=port, upstream=upstream, gzip=GZIP if gzip else ""))
-        proc = subprocess.Popen(
-            [binary, "-p", tmp, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-        )
-        try:
-            wait_for_port(port, proc)
+        with launch("nginx", [binary, "-p", tmp, "-c", str(conf)], port):
             yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(10)
+
+
+# -- probes of a server process -----------------------------------------------------------------------------
+
+
+def raise_fd_limit(want: int = 8192) -> int:
+    """Raise this process's soft RLIMIT_NOFILE (children inherit it: the servers get it too)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def stats(server: Server, fast: bool = False) -> dict[str, Any]:
+    """The served app's ``/stats`` (see tests/support/apps_reliability.py)."""
+    with httpx.Client(timeout=30) as client:
+        data: dict[str, Any] = client.get(server.url + "/stats" + ("?fast=1" if fast else "")).json()
+    return data
+
+
+def settle(server: Server, *, open_streams: int = 0, timeout: float = 15.0) -> dict[str, Any]:
+    """Poll ``/stats`` until no more than ``open_streams`` streams are open (or give up); return the last."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = stats(server)
+        if now["started"] - now["finalized"] <= open_streams or time.monotonic() > deadline:
+            return now
+        time.sleep(0.1)
+
+
+def reset_peak(pid: int) -> None:
+    """Reset the process's peak RSS (VmHWM) so the next reading is the peak of what follows (Linux)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))

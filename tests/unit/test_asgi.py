@@ -1,6 +1,6 @@
 """The stream lifecycle at the ASGI level, on asyncio and on trio, through the raw harness in
-``asgi_harness.py``. Every behaviour is shown against a control that fails without it: heartbeats off,
-no stall timeout, no shutdown, or the app without the middleware."""
+``tests/support/harness.py``. Every behaviour is shown against a control that fails without it:
+heartbeats off, no stall timeout, no shutdown, or the app without the middleware."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from starlette.responses import StreamingResponse
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core.sse import Comment, Event
 
-from ..support.asgi_harness import SSE, Client, Message, Script, mw, run_all, run_for
+from ..support.harness import Message, Script, Wire, body, mw, run_all, run_for, start
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -30,17 +30,17 @@ SILENT = (b"data: a\n\n", 0.45, b"data: b\n\n")
 
 
 async def test_silence_gets_heartbeats_and_zero_disables_them() -> None:
-    ours, off = Client(), Client()
+    ours, off = Wire(), Wire()
     assert await run_all((5, mw(Script(SILENT), heartbeat_interval=0.1, heartbeat_comment="hb"), ours),
                          (5, mw(Script(SILENT), heartbeat_interval=0), off)) == [False, False]
     assert ours.events() == off.events() == [Event("a"), Event("b")]
     assert 2 <= len(ours.comments()) <= 5 and set(ours.comments()) == {Comment("hb")}
-    assert b"data: a\n\n: hb\n\n" in ours.body and ours.body.endswith(b": hb\n\ndata: b\n\n")
+    assert b"data: a\n\n: hb\n\n" in ours.data and ours.data.endswith(b": hb\n\ndata: b\n\n")
     assert off.comments() == []  # the control
 
 
 async def test_busy_stream_gets_no_heartbeat() -> None:
-    busy, idle = Client(), Client()
+    busy, idle = Wire(), Wire()
     steps = tuple(x for i in range(20) for x in (b"data: %d\n\n" % i, 0.02))
     await run_all((5, mw(Script(steps), heartbeat_interval=0.25), busy),
                   (5, mw(Script(SILENT), heartbeat_interval=0.25), idle))
@@ -53,21 +53,21 @@ HALF = (b"data: before\n\n", b"data: hel", 0.4, b"lo\n\n", 0.3, b"data: after\n\
 
 async def test_heartbeat_never_lands_inside_a_held_partial_event() -> None:
     """The half event is held until its blank line, so comments go out before it, never inside."""
-    ours, off = Client(), Client()
+    ours, off = Wire(), Wire()
     await run_all((5, mw(Script(HALF), heartbeat_interval=0.1), ours),
                   (5, mw(Script(HALF), heartbeat_interval=0), off))
     assert ours.events() == off.events() == [Event("before"), Event("hello"), Event("after")]
-    assert b"data: hello\n\n" in ours.body and len(ours.comments()) >= 3
+    assert b"data: hello\n\n" in ours.data and len(ours.comments()) >= 3
     assert off.comments() == []  # control: the comments are the heartbeats
 
 
 async def test_heartbeat_waits_for_the_end_of_an_event_already_on_the_wire() -> None:
     """Past max_event_bytes a partial event streams through; no comment is written until it ends."""
-    client = Client()
+    client = Wire()
     assert not await run_for(5, mw(Script(HALF), heartbeat_interval=0.1, max_event_bytes=4), client)
-    assert b"data: hel" in client.sent[2]["body"]  # the half event went out as it came
-    assert b"data: hello\n\n" in client.body and client.events()[1] == Event("hello")
-    during, after = client.body.split(b"data: hello\n\n")
+    assert b"data: hel" in client.messages[2]["body"]  # the half event went out as it came
+    assert b"data: hello\n\n" in client.data and client.events()[1] == Event("hello")
+    during, after = client.data.split(b"data: hello\n\n")
     assert b": ping" not in during  # control: the silence after the event does get comments
     assert after.count(b": ping\n\n") >= 1
 
@@ -80,14 +80,14 @@ async def test_a_task_only_when_a_deadline_is_near(anyio_backend: str) -> None:
         seen: list[int] = []
 
         async def app(scope: Message, receive: Any, send: Any) -> None:
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", SSE)]})
-            await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+            await send(start())
+            await send(body(b"data: x\n\n"))
             await anyio.sleep(0.05)
             seen.append(len(anyio.get_running_tasks()))
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send(body(b"", more=False))
 
         # ASGI 2.4: the server reports a disconnect on send, so no listener task either
-        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Client(), spec="2.4")
+        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Wire(style="2.4"))
         return seen[0]
 
     none = await count_tasks(0)
@@ -97,25 +97,30 @@ async def test_a_task_only_when_a_deadline_is_near(anyio_backend: str) -> None:
 
 async def test_a_parked_heartbeat_still_arrives() -> None:
     """The heartbeat 1.5 s away is parked on a timer handle; it re-spawns the watcher when due."""
-    client, control = Client(), Client()
+    client, control = Wire(), Wire()
     await run_all((5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=1.5), client),
                   (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=0), control))
-    assert client.body.count(b": ping\n\n") == 1 and b": ping" not in control.body
+    assert client.data.count(b": ping\n\n") == 1 and b": ping" not in control.data
 
 
 async def test_no_heartbeats_on_non_sse_streams() -> None:
     steps = (b"line 1\n", 0.5, b"line 2\n")
-    plain, ndjson, sse = Client(), Client(), Client()
+    plain, ndjson, sse = Wire(), Wire(), Wire()
     await run_all((5, mw(Script(steps, b"text/plain"), heartbeat_interval=0.1), plain),
                   (5, mw(Script(steps, b"application/x-ndjson"), heartbeat_interval=0.1), ndjson),
-                  (5, mw(Script(steps, SSE), heartbeat_interval=0.1), sse))
+                  (5, mw(Script(steps), heartbeat_interval=0.1), sse))
     for client in (plain, ndjson):
-        assert client.sent[0]["headers"][-1] == (b"x-accel-buffering", b"no")  # a stream we handle
-        assert client.body == b"line 1\nline 2\n"
-    assert b": ping" in sse.body  # control: the same silence as SSE gets comments
+        assert client.messages[0]["headers"][-1] == (b"x-accel-buffering", b"no")  # a stream we handle
+        assert client.data == b"line 1\nline 2\n"
+    assert b": ping" in sse.data  # control: the same silence as SSE gets comments
 
 
 # -- client disconnects --------------------------------------------------------------------------------
+
+
+def gone_after(bodies: int, error: type[OSError]) -> Wire:
+    """An ASGI 2.4 server whose client left after ``bodies`` bodies: only ``send`` says so, by raising."""
+    return Wire(style="2.4", error=error, leave_at=bodies + 1, quiet_receive=True)
 
 
 def no_errors(caplog: pytest.LogCaptureFixture) -> bool:
@@ -123,14 +128,14 @@ def no_errors(caplog: pytest.LogCaptureFixture) -> bool:
 
 
 async def test_disconnect_message_cancels_an_app_that_never_listens(caplog: pytest.LogCaptureFixture) -> None:
-    app, client, bare, control = Script(endless=True), Client(), Script(endless=True), Client()
+    app, client, bare, control = Script(endless=True), Wire(), Script(endless=True), Wire()
     before = len(anyio.get_running_tasks())
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_for, 5, mw(app, heartbeat_interval=0.1), client)
         tg.start_soon(run_for, 1.2, bare, control)
         await anyio.sleep(0.3)
-        client.gone.set()
-        control.gone.set()
+        client.leave()
+        control.leave()
         left = time.monotonic()
         while not app.finished and time.monotonic() - left < 3:
             await anyio.sleep(0.01)
@@ -146,13 +151,13 @@ async def test_send_raising_oserror_reaches_the_app_as_without_us(error: type[OS
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     """ASGI >= 2.4: the server says the client is gone by raising from ``send``; the app hears it there,
     exactly as without us (its ``except`` and cleanup run as the app wrote them), and we log no error."""
-    app, client = Script(endless=True), Client(send_error=error)
+    app, client = Script(endless=True), gone_after(3, error)
     with pytest.raises(error):
-        await run_for(3, mw(app, heartbeat_interval=0.1), client, spec="2.4")
+        await run_for(3, mw(app, heartbeat_interval=0.1), client)
     assert app.finished and isinstance(app.failed, error) and no_errors(caplog)
-    bare, control = Script(endless=True), Client(send_error=error)  # control: the same without us
+    bare, control = Script(endless=True), gone_after(3, error)  # control: the same without us
     with pytest.raises(error):
-        await run_for(3, bare, control, spec="2.4")
+        await run_for(3, bare, control)
     assert [e.data for e in client.events()] == [e.data for e in control.events()] == ["0", "1", "2"]
 
 
@@ -182,11 +187,11 @@ async def test_starlette_hears_a_disconnect_itself_and_its_generator_finally_run
 
     for wrap in (True, False):  # with us, and the control without
         done.clear()
-        client = Client()
+        client = Wire()
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_for, 3, mw(app()) if wrap else app(), client)
             await anyio.sleep(0.2)
-            client.gone.set()
+            client.leave()
         assert done == ["finally", "background"], wrap
         assert client.events()
     assert no_errors(caplog)
@@ -201,17 +206,17 @@ async def test_an_app_that_awaits_nothing_but_send_stops_when_we_end_it(spec: st
 
     async def app(scope: Message, receive: Any, send: Any) -> None:
         nonlocal sends
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", SSE)]})
-        await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+        await send(start())
+        await send(body(b"data: x\n\n"))
         with anyio.CancelScope(shield=True):  # silent past the stall timeout, deaf to the cancellation
             entered.set()
             await anyio.sleep(0.4)
         while sends < 100_000:  # bounded, so that a failure is a count and not a hung test
             sends += 1
-            await send({"type": "http.response.body", "body": b"data: x\n\n", "more_body": True})
+            await send(body(b"data: x\n\n"))
 
-    client = Client()
-    assert not await run_for(5, mw(app, coalesce=False, stall_timeout=0.1), client, spec=spec)
+    client = Wire(style=spec)
+    assert not await run_for(5, mw(app, coalesce=False, stall_timeout=0.1), client)
     assert sends == 1  # cancelled at its first write that went nowhere; without the checkpoint, 100,000
     assert json.loads(client.events()[-1].data)["error"]["type"] == "timeout"
 
@@ -219,14 +224,14 @@ async def test_an_app_that_awaits_nothing_but_send_stops_when_we_end_it(spec: st
 async def test_many_disconnects_leave_no_tasks_behind(caplog: pytest.LogCaptureFixture) -> None:
     async def open_streams(wrap: bool) -> int:
         before = len(anyio.get_running_tasks())
-        clients = [Client() for _ in range(25)]
+        clients = [Wire() for _ in range(25)]
         async with anyio.create_task_group() as tg:
             for client in clients:
                 app = Script(endless=True)
                 tg.start_soon(run_for, 3, mw(app, heartbeat_interval=0.05) if wrap else app, client)
             await anyio.sleep(0.2)
             for client in clients:
-                client.gone.set()
+                client.leave()
             await anyio.sleep(0.5)
             left = len(anyio.get_running_tasks()) - before
             tg.cancel_scope.cancel()
@@ -251,11 +256,11 @@ DIALECTS = {"sse": (b"data: hi\n\n", "timeout"), "openai": (OPENAI_CHUNK, "timeo
 
 async def test_stall_timeout_ends_the_stream_with_a_timeout_error() -> None:
     apps = {name: Script((first, 30.0)) for name, (first, _) in DIALECTS.items()}
-    clients = {name: Client() for name in DIALECTS}
+    clients = {name: Wire() for name in DIALECTS}
     started = time.monotonic()
     running = await run_all(*((5, mw(apps[n], stall_timeout=0.3, heartbeat_interval=0.1), clients[n])
                               for n in DIALECTS),
-                            (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Client()))
+                            (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Wire()))
     assert running == [False, False, False, True]  # control: no stall timeout, the silence holds it open
     assert 0.3 <= time.monotonic() - started < 2.5
     for name, (_, kind) in DIALECTS.items():
@@ -263,12 +268,12 @@ async def test_stall_timeout_ends_the_stream_with_a_timeout_error() -> None:
         assert apps[name].finished and client.complete
         assert json.loads(last.data)["error"]["type"] == kind
         assert (last.event == "error") == (name != "openai")
-        assert b"[DONE]" not in client.body and client.comments()  # heartbeats do not reset the stall
+        assert b"[DONE]" not in client.data and client.comments()  # heartbeats do not reset the stall
 
 
 async def test_busy_upstream_never_stalls() -> None:
     steps = tuple(x for i in range(12) for x in (b"data: %d\n\n" % i, 0.05))
-    client = Client()
+    client = Wire()
     assert not await run_for(5, mw(Script(steps), stall_timeout=0.4), client)
     assert len(client.events()) == 12 and client.complete
 
@@ -279,12 +284,12 @@ async def test_busy_upstream_never_stalls() -> None:
 async def test_head_gets_the_stream_headers_and_runs_as_without_us() -> None:
     """HEAD: the headers GET would have (anti-buffering included); the app's messages pass through to the
     server, which sends no body, and the app runs exactly as without us."""
-    app, client, bare, control = Script((b"data: 1\n\n",)), Client(), Script((b"data: 1\n\n",)), Client()
+    app, client, bare, control = Script((b"data: 1\n\n",)), Wire(), Script((b"data: 1\n\n",)), Wire()
     assert await run_all((2.0, mw(app), client, "HEAD"), (2.0, bare, control, "HEAD")) == [False, False]
     assert app.finished and bare.finished and app.failed is None
-    assert client.sent[0]["status"] == 200 and (b"x-accel-buffering", b"no") in client.sent[0]["headers"]
-    assert client.sent[1:] == control.sent[1:]  # the app's own messages, untouched
-    assert (b"x-accel-buffering", b"no") not in control.sent[0]["headers"]  # control: we added it
+    assert client.messages[0]["status"] == 200 and client.headers()[b"x-accel-buffering"] == b"no"
+    assert client.messages[1:] == control.messages[1:]  # the app's own messages, untouched
+    assert b"x-accel-buffering" not in control.headers()  # control: we added it
 
 
 # -- a real client through httpx's ASGI transport --------------------------------------------------------

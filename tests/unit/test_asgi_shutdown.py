@@ -14,7 +14,7 @@ import pytest
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core.sse import Event
 
-from ..support.asgi_harness import Apps, Client, Script, mw, run_all, run_for
+from ..support.harness import Apps, Script, Wire, mw, run_all, run_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -22,14 +22,14 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pyt
 # -- draining --------------------------------------------------------------------------------------------
 
 
-def ends_with_reconnect(client: Client, retry: int = 1000) -> bool:
+def ends_with_reconnect(client: Wire, retry: int = 1000) -> bool:
     last = client.events()[-1]
     return (client.complete and last.event == "error" and last.retry == retry
             and json.loads(last.data)["error"]["type"] == "server_shutdown")
 
 
 async def test_begin_shutdown_ends_every_open_stream_with_a_reconnect_hint() -> None:
-    apps, clients = Apps(endless=True), [Client() for _ in range(3)]
+    apps, clients = Apps(endless=True), [Wire() for _ in range(3)]
     middleware = StreamingMiddleware(apps, StreamingSettings(shutdown_grace=0.3))
     async with anyio.create_task_group() as tg:
         for client in clients:
@@ -39,15 +39,15 @@ async def test_begin_shutdown_ends_every_open_stream_with_a_reconnect_hint() -> 
         started = time.monotonic()
     assert 0.25 <= time.monotonic() - started < 2.0
     assert all(ends_with_reconnect(c) for c in clients) and all(a.finished for a in apps.made)
-    late = Client()  # a stream that starts once the server is stopping gets the same grace
+    late = Wire()  # a stream that starts once the server is stopping gets the same grace
     assert not await run_for(3, middleware, late) and ends_with_reconnect(late)
-    control = Client()  # control: no shutdown, the endless stream keeps going
+    control = Wire()  # control: no shutdown, the endless stream keeps going
     assert await run_for(0.5, StreamingMiddleware(Apps(endless=True)), control)
 
 
 @pytest.mark.parametrize(("grace", "cut"), [(2.0, False), (0.0, True)])
 async def test_a_stream_that_ends_within_the_grace_ends_normally(grace: float, cut: bool) -> None:
-    middleware, client = mw(Script((b"data: a\n\n", 0.4, b"data: b\n\n")), shutdown_retry_ms=250), Client()
+    middleware, client = mw(Script((b"data: a\n\n", 0.4, b"data: b\n\n")), shutdown_retry_ms=250), Wire()
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_for, 5, middleware, client)
         await anyio.sleep(0.1)
@@ -59,7 +59,7 @@ async def test_a_stream_that_ends_within_the_grace_ends_normally(grace: float, c
 
 async def test_cancelled_from_outside_the_stream_still_ends_with_a_reconnect_hint() -> None:
     """What uvicorn's --timeout-graceful-shutdown does: cancel the request's task."""
-    ours, bare = Client(), Client()
+    ours, bare = Wire(), Wire()
     cancelled = await run_all((0.3, mw(Script(endless=True)), ours), (0.3, Script(endless=True), bare))
     assert cancelled == [True, True]
     assert ends_with_reconnect(ours)
@@ -71,7 +71,7 @@ async def test_signal_drains_streams_and_still_reaches_the_servers_handler() -> 
     signal.signal(signal.SIGTERM, lambda signum, frame: server_saw.append(signum))  # "the server's"
     # No heartbeat and nothing to merge: no timer until the drain starts one, from the loop callback.
     settings = StreamingSettings(shutdown_grace=0.2, heartbeat_interval=0, coalesce=False)
-    clients = [Client(), Client()]
+    clients = [Wire(), Wire()]
     middleware = StreamingMiddleware(Apps(endless=True), settings)
     async with anyio.create_task_group() as tg:
         for client in clients:
@@ -90,7 +90,7 @@ async def test_a_server_that_replaces_our_handler_is_chained_again_by_the_next_s
     seen: list[str] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: seen.append("first server"))
     middleware = StreamingMiddleware(Apps(endless=True), StreamingSettings(shutdown_grace=0.2))
-    first, second = Client(), Client()
+    first, second = Wire(), Wire()
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_for, 5, middleware, first)
         await anyio.sleep(0.2)  # our link is in front of the first server's handler

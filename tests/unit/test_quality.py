@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sse_middleware"
-RUNTIME = {"starlette", "anyio", "opentelemetry"}
+RUNTIME = {"anyio", "opentelemetry"}  # pyproject.toml's dependencies (exceptiongroup: below, < 3.11 only)
 SANS_IO = PACKAGE / "_core"  # the sans-I/O core: every module in it, by the layout
 OPTIONAL = {"_resume/redis_store.py": {"redis"}}  # optional extras, each imported by one module only
 
@@ -20,11 +20,13 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow  # a tool run, not a behaviour: the full run only
 def test_mypy_strict() -> None:
     result = _run("mypy", "--strict", "sse_middleware")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_ruff() -> None:
     result = _run("ruff", "check", "sse_middleware", "tests", "examples", "bench")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -22,7 +22,7 @@ from sse_middleware._core.resume import event_id, new_stream
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._telemetry import resume as rt
 
-from ..support.asgi_harness import Client, scope
+from ..support.harness import Wire, scope
 from ..support.redis import redis_server
 from ..support.resume_matrix import _anyio_backend, _backend_and_store, _redis, _store_url  # noqa: F401
 
@@ -66,26 +66,26 @@ def request(log_stream: str, seq: int, headers: list[tuple[bytes, bytes]] = ALIC
     return scope() | {"headers": [*headers, (b"last-event-id", event_id(log_stream, seq).encode())]}
 
 
-def start_of(client: Client) -> dict[str, Any]:
-    return next(m for m in client.sent if m["type"] == "http.response.start")
+def start_of(client: Wire) -> dict[str, Any]:
+    return next(m for m in client.messages if m["type"] == "http.response.start")
 
 
 async def test_resume_replays_exactly_the_events_after_the_position(store_url: str) -> None:
     mw, app = middleware(store_url)
     log, sent = await produce(mw, 5)
-    client = Client()
+    client = Wire()
     await mw(request(log.stream, 2), client.receive, client.send)
     assert app.calls == []  # answered from the log
-    assert client.body == b"".join(sent[2:])
+    assert client.data == b"".join(sent[2:])
     assert [e.id for e in client.events()] == [event_id(log.stream, n) for n in (3, 4, 5)]
     assert client.complete
     headers = dict(start_of(client)["headers"])
     assert headers[b"x-accel-buffering"] == b"no" and b"no-transform" in headers[b"cache-control"]
     assert headers[b"access-control-allow-origin"] == b"*"  # the original's headers come along
     # Control: the same request without Last-Event-ID is the app's.
-    fresh = Client()
+    fresh = Wire()
     await mw(scope() | {"headers": ALICE}, fresh.receive, fresh.send)
-    assert len(app.calls) == 1 and fresh.body == b"data: fresh\n\n"
+    assert len(app.calls) == 1 and fresh.data == b"data: fresh\n\n"
 
 
 async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -> None:
@@ -97,13 +97,13 @@ async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -
         request(new_stream(), 1),  # a stream no one made
         scope() | {"headers": [*ALICE, (b"last-event-id", b"not-one-of-ours")]},
     ):
-        client = Client()
+        client = Wire()
         await mw(req, client.receive, client.send)
-        assert client.body == b"data: fresh\n\n"
+        assert client.data == b"data: fresh\n\n"
     assert len(app.calls) == 4
     assert all(any(k == b"last-event-id" for k, _ in call["headers"]) for call in app.calls)  # as sent
     # Control: the right caller resumes, and the app is not called again.
-    client = Client()
+    client = Wire()
     await mw(request(log.stream, 1), client.receive, client.send)
     assert len(app.calls) == 4 and [e.data for e in client.events()] == ["2", "3"]
 
@@ -111,7 +111,7 @@ async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -
 async def test_follows_the_live_log_in_order_exactly_once_with_heartbeats(store_url: str) -> None:
     mw, app = middleware(store_url, heartbeat_interval=0.2)
     log, sent = await produce(mw, 3, end=None)
-    client = Client()
+    client = Wire()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             tg.start_soon(mw, request(log.stream, 1), client.receive, client.send)
@@ -125,14 +125,14 @@ async def test_follows_the_live_log_in_order_exactly_once_with_heartbeats(store_
             await log.close(True)
     assert app.calls == []
     assert [e.data for e in client.events()] == [str(i) for i in range(2, 9)]
-    assert b"".join(m["body"] for m in client.sent[1:] if not m["body"].startswith(b":")) == b"".join(
+    assert b"".join(m["body"] for m in client.messages[1:] if not m["body"].startswith(b":")) == b"".join(
         sent[1:]
     )
     assert client.comments() and client.complete
     # Control: heartbeats off, the same silence sends none.
     quiet, _ = middleware(store_url)
     log, _ = await produce(quiet, 1, end=None)
-    client = Client()
+    client = Wire()
     async with anyio.create_task_group() as tg:
         tg.start_soon(quiet, request(log.stream, 1), client.receive, client.send)
         await anyio.sleep(0.7)
@@ -143,17 +143,17 @@ async def test_follows_the_live_log_in_order_exactly_once_with_heartbeats(store_
 async def test_a_client_with_everything_gets_204_so_eventsource_stops(store_url: str) -> None:
     mw, app = middleware(store_url)
     log, _ = await produce(mw, 3)
-    client = Client()
+    client = Wire()
     await mw(request(log.stream, 3), client.receive, client.send)
-    assert start_of(client)["status"] == 204 and client.body == b"" and app.calls == []
+    assert start_of(client)["status"] == 204 and client.data == b"" and app.calls == []
     # Control: one event short gets that event; a stream that was cut goes to the app instead.
-    client = Client()
+    client = Wire()
     await mw(request(log.stream, 2), client.receive, client.send)
     assert start_of(client)["status"] == 200 and [e.data for e in client.events()] == ["3"]
     cut, _ = await produce(mw, 3, end=False)
-    client = Client()
+    client = Wire()
     await mw(request(cut.stream, 3), client.receive, client.send)
-    assert client.body == b"data: fresh\n\n"
+    assert client.data == b"data: fresh\n\n"
 
 
 async def test_a_follower_that_leaves_leaves_the_log_unwatched(store_url: str) -> None:
@@ -161,13 +161,13 @@ async def test_a_follower_that_leaves_leaves_the_log_unwatched(store_url: str) -
     log, _ = await produce(mw, 2, end=None)
     log.client_left()
     assert log.unwatched_since != math.inf  # control: no one reads
-    client = Client()
+    client = Wire()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             tg.start_soon(mw, request(log.stream, 1), client.receive, client.send)
             while log.unwatched_since != math.inf:  # memory: at once; redis: by the next flush (2 s)
                 await anyio.sleep(0.05)
-            client.gone.set()
+            client.leave()
         while log.unwatched_since == math.inf:
             await anyio.sleep(0.05)
     await log.close(True)
@@ -176,7 +176,7 @@ async def test_a_follower_that_leaves_leaves_the_log_unwatched(store_url: str) -
 async def test_drain_ends_resumed_responses(store_url: str) -> None:
     mw, _ = middleware(store_url)
     log, _ = await produce(mw, 2, end=None)
-    drained, control = Client(), Client()
+    drained, control = Wire(), Wire()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(mw, request(log.stream, 1), control.receive, control.send)
@@ -199,7 +199,7 @@ async def test_redis_killed_mid_follow_ends_the_follower_cleanly(store_url: str)
     with redis_server() as server:
         mw, _ = middleware(server.url)
         log, _ = await produce(mw, 2, end=None)
-        killed, control = Client(), Client()
+        killed, control = Wire(), Wire()
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(mw, request(log.stream, 1), killed.receive, killed.send)
@@ -234,9 +234,9 @@ async def test_redis_down_means_no_resume_logged_once(
         assert await mw.resume.open(scope(), mw.settings) is None
         mw.resume._rest_until = -math.inf  # past the rest after a failure: the store is tried again
         assert await mw.resume.open(scope(), mw.settings) is None
-        client = Client()
+        client = Wire()
         await mw(request(new_stream(), 1), client.receive, client.send)
-    assert client.body == b"data: fresh\n\n" and len(app.calls) == 1  # the app answers
+    assert client.data == b"data: fresh\n\n" and len(app.calls) == 1  # the app answers
     assert len([r for r in caplog.records if "resume store" in r.message]) == 1
     live, _ = middleware(store_url)
     assert await live.resume.open(scope(), live.settings) is not None  # control: a store that is up
@@ -261,7 +261,7 @@ async def test_a_resumed_span_links_to_the_original_and_resumes_are_counted(stor
     log.append(b"data: 2\n\n")
     await log.close(True)
     for req in (request(log.stream, 1), request(new_stream(), 1)):
-        client = Client()
+        client = Wire()
         await mw(req, client.receive, client.send)
     (resumed,) = [s for s in spans.get_finished_spans() if s.name == "stream resume"]
     assert [link.context.span_id for link in resumed.links] == [original.get_span_context().span_id]

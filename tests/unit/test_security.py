@@ -16,7 +16,7 @@ import pytest
 from sse_middleware import StreamError, StreamingMiddleware, StreamingSettings, override
 from sse_middleware._core.sse import parse
 
-from ..support.rel_harness import Wire, body, scope, start
+from ..support.harness import Wire, body, scope, start
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import ExceptionGroup

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,10 +24,9 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from sse_middleware import StreamingMiddleware, StreamingSettings, annotate
@@ -38,7 +36,7 @@ from sse_middleware._telemetry.gaps import FOLD_AT
 from sse_middleware._telemetry.recorder import StreamTelemetry, Telemetry
 from sse_middleware._telemetry.request_model import BodyPeek
 
-from ..support.otlp_receiver import OTLPReceiver, attributes
+from ..support.otel import Otel, OTLPReceiver, attributes
 
 PACKAGE_PARENT = Path(tm.__file__).parents[2]  # wherever this run imports sse_middleware from
 T0 = 1000.0  # monotonic clock at request arrival
@@ -98,44 +96,6 @@ SPEC_BUCKETS = {
         81.92,
     ],
 }
-
-
-class Otel(SimpleNamespace):
-    exporter: InMemorySpanExporter
-    reader: InMemoryMetricReader
-    tp: TracerProvider
-    mp: MeterProvider
-
-    def tel(self, **kw: float) -> Telemetry:
-        return Telemetry(self.tp, self.mp, **kw)
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        if data is None:
-            return []
-        return [
-            p
-            for rm in data.resource_metrics
-            for sm in rm.scope_metrics
-            for m in sm.metrics
-            if m.name == name
-            for p in m.data.data_points
-        ]
-
-
-@pytest.fixture
-def otel() -> Iterator[Otel]:
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader])
-    yield Otel(exporter=exporter, reader=reader, tp=tp, mp=mp)
-    tp.shutdown()
-    mp.shutdown()
 
 
 def scope(**extra: Any) -> dict[str, Any]:

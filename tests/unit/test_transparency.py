@@ -19,7 +19,7 @@ from starlette.routing import Route
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core.lifecycle import LifecycleError, Phase, move
 
-from ..support.rel_harness import scope
+from ..support.harness import scope
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import ExceptionGroup

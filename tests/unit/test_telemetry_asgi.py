@@ -3,61 +3,27 @@ metrics, errors, and nesting under the contrib ASGI instrumentation. In-process,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
 
 from ..support.apps import api
+from ..support.otel import Otel
 
 pytestmark = pytest.mark.anyio
-
-
-class Otel:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def ours(self) -> list[ReadableSpan]:
-        return [
-            s for s in self.spans.get_finished_spans() if s.instrumentation_scope.name == "sse_middleware"
-        ]
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        found = []
-        for resource in data.resource_metrics if data else ():
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        found += list(metric.data.data_points)
-        return found
-
-
-@pytest.fixture
-def otel() -> Iterator[Otel]:
-    yield Otel()
 
 
 def wrap(otel: Otel, **settings: Any) -> StreamingMiddleware:
     return StreamingMiddleware(
         api,
         StreamingSettings(**settings),
-        tracer_provider=otel.tracer_provider,
-        meter_provider=otel.meter_provider,
+        tracer_provider=otel.tp,
+        meter_provider=otel.mp,
     )
 
 
@@ -110,11 +76,11 @@ async def test_no_span_for_non_streams_or_with_telemetry_off(otel: Otel) -> None
 
 async def test_child_of_the_contrib_asgi_span_and_ended_before_it(otel: Otel) -> None:
     app = OpenTelemetryMiddleware(
-        wrap(otel), tracer_provider=otel.tracer_provider, exclude_spans=["send", "receive"]
+        wrap(otel), tracer_provider=otel.tp, exclude_spans=["send", "receive"]
     )
     await get(app, "/openai?n=5&delay=0.01")
     (ours,) = otel.ours()
-    theirs = [s for s in otel.spans.get_finished_spans() if s.kind is SpanKind.SERVER and s is not ours]
+    theirs = [s for s in otel.spans() if s.kind is SpanKind.SERVER and s is not ours]
     assert len(theirs) == 1
     assert ours.kind is SpanKind.INTERNAL
     assert ours.parent is not None and ours.parent.span_id == theirs[0].context.span_id

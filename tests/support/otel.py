@@ -1,8 +1,9 @@
-"""A tiny OTLP/HTTP (protobuf) receiver on 127.0.0.1, for tests.
+"""OpenTelemetry for tests: private SDK providers with in-memory exporters (``Otel``), whose spans and
+metric points can be counted, and a tiny OTLP/HTTP (protobuf) receiver on 127.0.0.1 (``OTLPReceiver``).
 
-Why not a mock exporter: the point is that what we emit survives the *real* exporters and wire format
-(attribute types, timestamps, bucket boundaries), as a collector would receive it. This decodes the
-``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` protobufs the exporters POST to
+Why a receiver and not a mock exporter: the point is that what we emit survives the *real* exporters and
+wire format (attribute types, timestamps, bucket boundaries), as a collector would receive it. It decodes
+the ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` protobufs the exporters POST to
 ``/v1/traces`` and ``/v1/metrics`` and keeps them for assertions.
 """
 
@@ -27,6 +28,55 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from sse_middleware._telemetry.recorder import Telemetry
+
+
+class Otel:
+    """Private SDK providers (never the global ones) with in-memory exporters."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tp = TracerProvider()
+        self.tp.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.mp = MeterProvider(metric_readers=[self.reader])
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def ours(self) -> list[ReadableSpan]:
+        """The middleware's spans (not those of, e.g., the contrib ASGI instrumentation around it)."""
+        return [s for s in self.spans() if s.instrumentation_scope.name == "sse_middleware"]
+
+    def points(self, name: str) -> list[Any]:
+        """The data points of metric ``name`` (one per attribute set); cumulative."""
+        data = self.reader.get_metrics_data()
+        return [
+            p
+            for rm in (data.resource_metrics if data else ())
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == name
+            for p in m.data.data_points
+        ]
+
+    def tel(self, **settings: float) -> Telemetry:
+        """The middleware's telemetry factory on these providers."""
+        return Telemetry(self.tp, self.mp, **settings)
+
+    def count(self, name: str) -> int:
+        """How many observations a histogram holds, summed over attribute sets."""
+        return sum(p.count for p in self.points(name))
+
+    def shutdown(self) -> None:
+        self.tp.shutdown()
+        self.mp.shutdown()
 
 
 class OTLPReceiver:
