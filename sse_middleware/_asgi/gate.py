@@ -22,6 +22,13 @@ class SendGate:
             await self.released().wait()
         self.busy = True
 
+    async def take(self) -> None:
+        """Acquire, without an await when the gate is free (the per-token path inlines this)."""
+        if self.busy:
+            await self.acquire()
+        else:
+            self.busy = True
+
     def release(self) -> None:
         self.busy = False
         if self._released is not None:

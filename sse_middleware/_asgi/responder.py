@@ -177,20 +177,21 @@ class Responder:
                 b"".join(out), complete=complete, error_type=error_type, exception=self.failure
             )
 
-    async def _last_write(self, data: bytes, *, complete: bool, **end: Any) -> None:
+    async def _last_write(self, data: bytes, *, complete: bool, held: bool = False, **end: Any) -> None:
         """The final body. Telemetry ends first: a tracing middleware around us ends its span when it sees
-        this message, and ours must end inside it (and end even if this write is cancelled)."""
+        this message, and ours must end inside it (and end even if this write is cancelled). ``held``:
+        the caller holds the gate."""
         if self.rec is not None:
             if data and not self.disconnected:
                 self.rec.frame(len(data))
             self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
-        if not self.disconnected:
-            await self._raw_send({"type": "http.response.body", "body": data, "more_body": not complete})
-            if complete and self._trailers and (self.ending or self.failure):
-                self._trailers = False  # the app will not send the trailers it declared: the server waits
-                await self._raw_send(
-                    {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                )
+        if self.disconnected:
+            return
+        send = self._send_held if held else self._raw_send
+        await send({"type": "http.response.body", "body": data, "more_body": not complete})
+        if complete and self._trailers and (self.ending or self.failure):
+            self._trailers = False  # the app will not send the trailers it declared: the server waits
+            await send({"type": "http.response.trailers", "headers": [], "more_trailers": False})
 
     def _error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
@@ -264,10 +265,8 @@ class Responder:
                 await self._body(message)
             elif kind == "http.response.start":
                 raise RuntimeError("a second http.response.start: the response already started")
-            else:  # extensions go through, after what we merged
-                if self.pipe is not None:
-                    await self._write(b"".join(self.pipe.flush()), more=True, now=time.monotonic())
-                await self._raw_send(message)
+            else:
+                await self._extension(message)
         elif phase is Phase.WAITING:
             if kind == "http.response.start":
                 await self._start(message)
@@ -335,45 +334,62 @@ class Responder:
             if not isinstance(body, (bytearray, memoryview)):
                 raise TypeError(f"http.response.body 'body' must be bytes, got {type(body).__name__}")
             body = bytes(body)
-        now = self.clocks.last_app = time.monotonic()
-        out = self.pipe.feed(body, now) if body else []
-        if not message.get("more_body", False):
-            out.extend(self.pipe.close())
-            self.phase = move(self.phase, Phase.CLOSING)  # still ours: a shutdown's hard stop may cut it
-            await self._last_write(b"".join(out), complete=True)
-            if self.phase is Phase.CLOSING:
-                self.phase = move(self.phase, Phase.ENDED)
-                self.mw.forget(self)
-                if self._watcher is not None:
-                    self._watcher.stop()
-            return
-        if out:
-            await self._write(out[0] if len(out) == 1 else b"".join(out), more=True, now=now)
-        deadline = self.pipe.deadline()
-        if deadline is not None and self._watcher is not None:
-            self._watcher.want(deadline)  # merged text waits: make sure someone wakes for it
-
-    async def _write(self, data: bytes, *, more: bool, now: float) -> None:
-        if not data and more:
-            return
-        await self._raw_send({"type": "http.response.body", "body": data, "more_body": more})
-        self.clocks.last_write = now
-        if self.rec is not None and data:
-            self.rec.frame(len(data))
-
-    async def _raw_send(self, message: Message) -> None:
-        if self.disconnected:
-            await self._nowhere()
-            return
-        gate = self._gate
+        # The gate is taken before the frame is made, not just around the send: a flush of the watcher's
+        # that waited for a slow client must not overtake text this send hands the pipeline.
+        gate, pipe = self._gate, self.pipe
         if gate.busy:
             await gate.acquire()
         else:
             gate.busy = True
         try:
-            await self._send_held(message)
+            now = self.clocks.last_app = time.monotonic()
+            out = pipe.feed(body, now) if body else []
+            if not message.get("more_body", False):
+                out.extend(pipe.close())
+                self.phase = move(self.phase, Phase.CLOSING)  # still ours: a shutdown's hard stop may cut it
+                await self._last_write(b"".join(out), complete=True, held=True)
+                if self.phase is Phase.CLOSING:
+                    self.phase = move(self.phase, Phase.ENDED)
+                    self.mw.forget(self)
+                    if self._watcher is not None:
+                        self._watcher.stop()
+                return
+            if out:
+                data = out[0] if len(out) == 1 else b"".join(out)
+                await self._send_held({"type": "http.response.body", "body": data, "more_body": True})
+                self.clocks.last_write = now
+                if self.rec is not None:
+                    self.rec.frame(len(data))
         finally:
             gate.release()
+        deadline = pipe.deadline()
+        if deadline is not None and self._watcher is not None:
+            self._watcher.want(deadline)  # merged text waits: make sure someone wakes for it
+
+    async def _extension(self, message: Message) -> None:
+        """An extension message (trailers, zero-copy send, ...): after what we merged, untouched."""
+        await self._gate.take()
+        try:
+            if self.pipe is not None:
+                merged = b"".join(self.pipe.flush())
+                if merged:
+                    await self._send_held({"type": "http.response.body", "body": merged, "more_body": True})
+                    self.clocks.last_write = time.monotonic()
+                    if self.rec is not None:
+                        self.rec.frame(len(merged))
+            await self._send_held(message)
+        finally:
+            self._gate.release()
+
+    async def _raw_send(self, message: Message) -> None:
+        if self.disconnected:
+            await self._nowhere()
+            return
+        await self._gate.take()
+        try:
+            await self._send_held(message)
+        finally:
+            self._gate.release()
 
     async def _send_held(self, message: Message) -> None:
         """The real send, with the gate already held. An ``OSError`` is how ASGI >= 2.4 servers say the

@@ -51,11 +51,6 @@ class Pipeline:
         if rec is not None and not self.dialect.detecting:
             rec.dialect(self.dialect.provider, self.dialect.operation)
 
-    @property
-    def at_boundary(self) -> bool:
-        """Whether a comment or an error event may be written now without landing inside an event."""
-        return not self.mid_event
-
     def feed(self, body: bytes, now: float) -> list[bytes]:
         """App bytes -> frames to send now."""
         framer = self.framer
@@ -80,7 +75,9 @@ class Pipeline:
                 return [blob]
         coalescer = self.coalescer
         if coalescer is None:
-            self._observe(dialect, blob, now)
+            if self.rec is not None:  # each event on its own: content may follow message_start in a send
+                for raw in _events(blob):
+                    self._observe(dialect, raw, now)
             return [blob]
         out = []
         for raw in _events(blob):

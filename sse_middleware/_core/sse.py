@@ -201,10 +201,6 @@ class Framer:
     def pending(self) -> int:
         return self._held_len
 
-    @property
-    def at_boundary(self) -> bool:
-        return not self._held_len
-
     def feed(self, chunk: bytes) -> bytes:
         if not chunk:
             return b""

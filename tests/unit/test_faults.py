@@ -107,10 +107,7 @@ def check(plan: Plan, out: Outcome) -> None:
         ends_with_error(plan, out, kind)
         return
     if out.ended and error_type(wire) is None and wire.complete:  # the app ran to its end
-        if fault == "slow_client" and plan.coalesce:  # KNOWN BUG, see test_a_slow_client_never_reorders_text
-            assert sorted(seen) == sorted(whole), "nothing lost or invented"
-        else:
-            assert seen == whole, "complete and in order"
+        assert seen == whole, "complete and in order"
         return
     # Ended by the middleware: a shutdown, a cancellation from outside, or a silence of stall_timeout (a
     # short sleep of the app's can take that long on a busy machine). The app may write on until its next
@@ -149,8 +146,6 @@ def first_token(plan: Plan, out: Outcome) -> set[int]:
     """How many TTFT observations a stream that ended without an error may make: one once content went
     through, none before; either while the only content was in the send the fault cut."""
     sure, maybe = bool(text(plan, out.sent)), bool(text(plan, out.attempted))
-    if plan.dialect == "anthropic" and not plan.coalesce:  # KNOWN BUG, see test_ttft_counts_content_...
-        sure = False
     return {1} if sure else {0, 1} if maybe else {0}
 
 
@@ -249,15 +244,14 @@ def test_control_without_the_middleware_the_same_faults_break_the_invariants(nam
             anyio.run(bare_case, plan, False)
 
 
-# -- known bugs (reported): each fails now; when one passes, drop its allowance in the checks above ------
+# -- two bugs these tests found, fixed: each failed before its fix ----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: the timer's flush overtakes an app frame waiting for "
-                   "the send gate while a slow client holds it (gate.py is not first-come first-served)")
 def test_a_slow_client_never_reorders_text() -> None:
-    """The timer's flush of " b" is held up 0.1 s by the client; meanwhile the app's next send makes a
-    frame (" c" to its blank line) that waits for the gate and leaves " d" for the timer, which takes the
-    gate first when the held send ends. Ten tries: a single one passes by luck about a third of the time."""
+    """The timer's flush of " b" is held up 0.1 s by the client; meanwhile the app's next send arrives.
+    It used to make its frame (" c" to its blank line) before waiting for the gate, leaving " d" for the
+    timer, which took the gate first when the held send ended; the frame is now made under the gate. Ten
+    tries: the old order passed by luck about a third of the time."""
     sends = [openai_chunk("a"), openai_chunk(" b"), openai_chunk(" c\n\n") + openai_chunk(" d")]
     plan = Plan("openai", [], [], [0.0, 0.01, 0.0, 0.0], "slow_client", 0, "2.3", True, 0.0)
     plan.sends = [s.encode() for s in sends]
@@ -272,8 +266,6 @@ def test_a_slow_client_never_reorders_text() -> None:
         assert all(anyio.run(once) == "a b c\n\n d" for _ in range(10))
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: with coalescing off the pipeline observes a send's "
-                   "events as one, classified by its first, so content after message_start is missed")
 def test_ttft_counts_content_that_shares_a_send_with_message_start(otel: Otel) -> None:
     plan = Plan("anthropic", ["Hi"], [], [0.0] * 4, "none", 0, "2.3", False, 0.0)
     assert len(plan.sends) == 1  # message_start and the first text delta in one send

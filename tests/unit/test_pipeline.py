@@ -151,11 +151,11 @@ def test_a_huge_event_streams_through_without_being_held() -> None:
     pipe = Pipeline("sse", s, None)
     assert pipe.feed(b"data: a\n\n", 0.0) == [b"data: a\n\n"]
     sent = pipe.feed(b"data: " + b"x" * 600, 0.1)  # under the bound: held
-    assert sent == [] and pipe.at_boundary
+    assert sent == [] and not pipe.mid_event
     sent = pipe.feed(b"x" * 600, 0.2)  # past it: forwarded as it arrives, mid-event
-    assert b"".join(sent) == b"data: " + b"x" * 1200 and not pipe.at_boundary
+    assert b"".join(sent) == b"data: " + b"x" * 1200 and pipe.mid_event
     assert pipe.feed(b"x" * 10, 0.3) == [b"x" * 10]
-    assert pipe.feed(b"\n\ndata: b\n\n", 0.4) == [b"\n\ndata: b\n\n"] and pipe.at_boundary
+    assert pipe.feed(b"\n\ndata: b\n\n", 0.4) == [b"\n\ndata: b\n\n"] and not pipe.mid_event
 
 
 def test_error_frame_drops_a_partial_event_so_it_cannot_swallow_the_error() -> None:
