@@ -16,6 +16,8 @@ kept for the app, disconnects included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 
 from .._types import Message, Receive
@@ -24,7 +26,7 @@ _KEEP = 16  # messages kept for an app that does not read them; a server has not
 
 
 class ClientWatch:
-    __slots__ = ("_in_flight", "_receive", "_stash", "_waiting", "body_read", "gone")
+    __slots__ = ("_hidden", "_in_flight", "_receive", "_stash", "_waiting", "body_read", "gone")
 
     def __init__(self, receive: Receive, has_body: bool) -> None:
         self._receive = receive
@@ -33,6 +35,7 @@ class ClientWatch:
         self._waiting = 0  # the app is inside receive(): it listens itself
         self.body_read = not has_body
         self.gone = False  # an http.disconnect was seen, by the app or by us
+        self._hidden: Callable[[], object] | None = None
 
     @property
     def app_listening(self) -> bool:
@@ -42,16 +45,26 @@ class ClientWatch:
         """The app's ``receive``: what our listener read first, else the server's own call, observed."""
         self._waiting += 1
         try:
-            while self._stash or self._in_flight is not None:
+            while True:
                 if self._stash:
-                    return self._stash.pop(0)
-                if self._in_flight is not None:
+                    message = self._stash.pop(0)
+                elif self._in_flight is not None:
                     await self._in_flight.wait()  # the server's call is pending anyway: share its answer
-            message: Message = await self._receive()
+                    continue
+                else:
+                    message = await self._receive()
+                    self._observe(message)
+                if message["type"] != "http.disconnect" or self._hidden is None:
+                    return message
+                self._hidden()  # a resumable stream goes on without its client: the app never hears of it
+                await anyio.sleep_forever()
         finally:
             self._waiting -= 1
-        self._observe(message)
-        return message
+
+    def hide_disconnects(self, told: Callable[[], object]) -> None:
+        """From now on the app never receives ``http.disconnect``; its ``receive`` waits instead (as for a
+        client still there), and ``told`` is called."""
+        self._hidden = told
 
     def _observe(self, message: Message) -> None:
         kind = message["type"]

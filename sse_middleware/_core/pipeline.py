@@ -184,8 +184,10 @@ class Pipeline:
 
 def _events(blob: bytes) -> list[bytes]:
     """Whole raw events of a blob that ends on a boundary (extra blank lines ride with the event before)."""
-    if CR in blob or blob.count(b"\n\n") == 1:
-        return [blob]  # the usual single event; CR-framed streams are forwarded whole, never merged
+    if CR in blob or blob.count(b"\n\n") <= 1:
+        # The usual single event (or the last LF of a blank line cut across chunks); CR-framed streams
+        # are forwarded whole, never merged.
+        return [blob]
     parts = blob.split(b"\n\n")
     out: list[bytes] = []
     for part in parts[:-1]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .._core.errors import error_type_name
@@ -85,6 +85,11 @@ class StreamTelemetry:
         self._in_tokens: int | None = None
         self._out_tokens: int | None = None
         self._ended = False
+
+    @property
+    def span_context(self) -> SpanContext:
+        """This stream's span, for links from the spans of its resumed responses."""
+        return self._span.get_span_context()
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""

@@ -66,6 +66,11 @@ def request(log_stream: str, seq: int, headers: list[tuple[bytes, bytes]] = ALIC
     return scope() | {"headers": [*headers, (b"last-event-id", event_id(log_stream, seq).encode())]}
 
 
+def answered_by_the_app(client: Wire) -> bool:
+    """The app's own stream went out (resumable itself now: its event carries an id of its own)."""
+    return [e.data for e in client.events()] == ["fresh"]
+
+
 def start_of(client: Wire) -> dict[str, Any]:
     return next(m for m in client.messages if m["type"] == "http.response.start")
 
@@ -85,7 +90,7 @@ async def test_resume_replays_exactly_the_events_after_the_position(store_url: s
     # Control: the same request without Last-Event-ID is the app's.
     fresh = Wire()
     await mw(scope() | {"headers": ALICE}, fresh.receive, fresh.send)
-    assert len(app.calls) == 1 and fresh.data == b"data: fresh\n\n"
+    assert len(app.calls) == 1 and answered_by_the_app(fresh)
 
 
 async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -> None:
@@ -99,7 +104,7 @@ async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -
     ):
         client = Wire()
         await mw(req, client.receive, client.send)
-        assert client.data == b"data: fresh\n\n"
+        assert answered_by_the_app(client)
     assert len(app.calls) == 4
     assert all(any(k == b"last-event-id" for k, _ in call["headers"]) for call in app.calls)  # as sent
     # Control: the right caller resumes, and the app is not called again.
@@ -153,7 +158,7 @@ async def test_a_client_with_everything_gets_204_so_eventsource_stops(store_url:
     cut, _ = await produce(mw, 3, end=False)
     client = Wire()
     await mw(request(cut.stream, 3), client.receive, client.send)
-    assert client.data == b"data: fresh\n\n"
+    assert answered_by_the_app(client)
 
 
 async def test_a_follower_that_leaves_leaves_the_log_unwatched(store_url: str) -> None:
@@ -236,7 +241,7 @@ async def test_redis_down_means_no_resume_logged_once(
         assert await mw.resume.open(scope(), mw.settings) is None
         client = Wire()
         await mw(request(new_stream(), 1), client.receive, client.send)
-    assert client.data == b"data: fresh\n\n" and len(app.calls) == 1  # the app answers
+    assert answered_by_the_app(client) and len(app.calls) == 1  # the app answers
     assert len([r for r in caplog.records if "resume store" in r.message]) == 1
     live, _ = middleware(store_url)
     assert await live.resume.open(scope(), live.settings) is not None  # control: a store that is up

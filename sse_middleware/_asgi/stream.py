@@ -1,0 +1,398 @@
+"""The output side of one streaming response: the pipeline, the send gate, frames to the client (and to
+the resume log), the stream's watcher and what it does at each deadline, and how the stream ends.
+
+Made by the :class:`~.responder.Responder` when a response turns out to be a stream; the responder keeps
+the request's lifecycle (phases, the app's receive, pass-through) and hands every body here. The
+per-token path is :meth:`Stream.body` -> the pipeline -> :meth:`Stream.deliver` -> the real ``send``.
+
+A resumable stream (``resume`` on, :mod:`.._resume`) sends every frame through its log first, which adds
+the event ids. When its client leaves, the stream *detaches* instead of ending: the app keeps producing
+into the log (it never hears of the disconnect) until it finishes, until nobody has followed the log for
+``resume_abandon_after``, or until a shutdown's grace is over. On a shutdown the live client gets a
+reconnect hint at once, while the app goes on producing for whoever resumes on another host.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._core import errors
+from .._core.deadlines import FINALIZE_SECONDS, Clocks, Due, due, next_deadline
+from .._core.errors import ErrorInfo, logger
+from .._core.lifecycle import Phase, move
+from .._core.pipeline import Pipeline
+from .._core.sse import comment
+from .._settings import StreamingSettings
+from .._types import Message, Send
+from .gate import SendGate
+from .watcher import Watcher, scope_time
+
+if TYPE_CHECKING:
+    from .._resume.log import StreamLog
+    from .._telemetry.recorder import StreamTelemetry
+    from .responder import Responder
+
+_BODY = "http.response.body"
+
+
+class Stream:
+    __slots__ = (
+        "_due_write",
+        "_handover",
+        "_send",
+        "_trailers",
+        "clocks",
+        "cut",
+        "detached",
+        "disconnected",
+        "ending",
+        "gate",
+        "log",
+        "pipe",
+        "r",
+        "rec",
+        "settings",
+        "watcher",
+    )
+
+    def __init__(
+        self,
+        r: Responder,
+        settings: StreamingSettings,
+        pipe: Pipeline,
+        rec: StreamTelemetry | None,
+        send: Send,
+        *,
+        trailers: bool,
+    ) -> None:
+        self.r = r
+        self.settings = settings
+        self.pipe = pipe
+        self.rec = rec
+        self._send = send  # the server's
+        self._trailers = trailers  # the start declared trailers: the server waits for them
+        self.clocks = Clocks()
+        self.clocks.last_write = self.clocks.last_app = time.monotonic()
+        self.gate = SendGate()
+        self.watcher = Watcher(self.wake)
+        self.log: StreamLog | None = None
+        self.detached = False  # resumable and its client gone: frames go to the log only
+        self.cut = False  # ended by us without a word to anyone (abandoned): the log is not complete
+        self.disconnected = False
+        self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
+        self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
+        self._handover = False  # a shutdown asked a resumable stream to send its client away
+
+    # -- the per-token path ----------------------------------------------------------------------------
+
+    async def body(self, message: Message) -> None:
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            if not isinstance(body, (bytearray, memoryview)):
+                raise TypeError(f"http.response.body 'body' must be bytes, got {type(body).__name__}")
+            body = bytes(body)
+        # The gate is taken before the frame is made, not just around the send: a flush of the watcher's
+        # that waited for a slow client must not overtake text this send hands the pipeline.
+        gate, pipe = self.gate, self.pipe
+        if gate.busy:
+            await gate.acquire()
+        else:
+            gate.busy = True
+        try:
+            now = self.clocks.last_app = time.monotonic()
+            out = pipe.feed(body, now) if body else []
+            if not message.get("more_body", False):
+                out.extend(pipe.close())
+                await self._closing(b"".join(out))
+                return
+            if out:
+                await self.deliver(out[0] if len(out) == 1 else b"".join(out), now)
+        finally:
+            gate.release()
+        deadline = pipe.deadline()
+        if deadline is not None:
+            self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
+
+    async def deliver(self, data: bytes, now: float) -> None:
+        """One frame to the client (through the log first, when resumable), with the gate held."""
+        log = self.log
+        if log is not None:
+            data = log.append(data)
+            if self.detached:
+                return
+        try:
+            await self._send({"type": _BODY, "body": data, "more_body": True})
+        except OSError:  # how ASGI >= 2.4 servers say the client is gone
+            if not self.client_left(cancel_app=False):
+                raise  # the app hears it, as it would without us
+            return
+        self.clocks.last_write = now
+        if self.rec is not None:
+            self.rec.frame(len(data))
+
+    async def extension(self, message: Message) -> None:
+        """An extension message (trailers, zero-copy send, ...): after what we merged, untouched."""
+        await self.gate.take()
+        try:
+            merged = b"".join(self.pipe.flush())
+            if merged:
+                await self.deliver(merged, time.monotonic())
+            if not self.detached:
+                await self._send(message)
+        finally:
+            self.gate.release()
+
+    async def _closing(self, data: bytes) -> None:
+        """The app's final body, with the gate held. Still ours while it is written: a shutdown's hard
+        stop may cut it when a client that stopped reading holds it."""
+        r = self.r
+        r.phase = move(r.phase, Phase.CLOSING)
+        try:
+            await self.last_write(data, complete=True)
+        except OSError:
+            if not self.client_left(cancel_app=False):
+                raise
+        if r.phase is Phase.CLOSING:
+            r.phase = move(r.phase, Phase.ENDED)
+            r.mw.forget(r)
+            self.watcher.stop()
+
+    # -- the end -------------------------------------------------------------------------------------------
+
+    async def finish(self, cancelled: bool, failure: Exception | None) -> None:
+        """End a stream the app did not end itself: flush what was merged, say why it ended, and send the
+        final body. Called by the host, in a shielded and bounded scope."""
+        info = self.ending
+        if info is None and failure is not None:
+            info = errors.report(failure, self.settings, self.error_id(), self.disconnected)
+        elif info is None and cancelled and not self.disconnected:
+            # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
+            info = errors.shutdown(self.error_id(), self.settings.shutdown_retry_ms)
+        out = self.pipe.flush() if info is not None else self.pipe.close()
+        complete = not self.cut
+        if info is not None:
+            frame = self.pipe.error_frame(info)
+            if frame is None:
+                complete = False  # no in-band channel: cut the response so it cannot look complete
+                logger.warning(
+                    "%s stream cut without its last chunk (%s, error id %s)",
+                    self.pipe.kind,
+                    info.type,
+                    info.id,
+                )
+            else:
+                out.append(frame)
+        r = self.r
+        r.phase = Phase.ENDED
+        r.ours = True
+        error_type = errors.error_type_name(failure) if failure else info.type if info else None
+        await self.gate.take()
+        try:
+            await self.last_write(b"".join(out), complete=complete, error_type=error_type, exception=failure)
+        except OSError:
+            pass  # the client left as we said goodbye (ASGI >= 2.4)
+        finally:
+            self.gate.release()
+
+    async def last_write(self, data: bytes, *, complete: bool, **end: Any) -> None:
+        """The final body, with the gate held. Telemetry ends first: a tracing middleware around us ends
+        its span when it sees this message, and ours must end inside it (and end even if this write is
+        cancelled). A resumable stream's log gets the frame, then its end marker."""
+        log = self.log
+        if log is not None and data:
+            data = log.append(data)
+        if self.rec is not None:
+            if data and not self.disconnected:
+                self.rec.frame(len(data))
+            self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
+        try:
+            if not self.disconnected:
+                await self._send({"type": _BODY, "body": data, "more_body": not complete})
+                if complete and self._trailers and (self.ending or end.get("exception")):
+                    self._trailers = False  # the app will not send the trailers it declared
+                    trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                    await self._send(trailers)
+        finally:
+            if log is not None:
+                self.log = None
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await log.close(complete)
+
+    def client_left(self, *, cancel_app: bool) -> bool:
+        """The client is gone. A resumable stream detaches and its app goes on, unaware; otherwise the
+        stream ends here, and the app is cancelled only if it cannot know. Whether it was taken care of
+        (an ``OSError`` need not reach the app)."""
+        if self.disconnected:
+            return True
+        self.disconnected = True
+        r = self.r
+        if r.phase is Phase.CLOSING:  # the app's last write failed (ASGI >= 2.4): it hears it there
+            r.phase = move(r.phase, Phase.ENDED)
+            r.mw.forget(r)
+            return False
+        if r.phase is not Phase.STREAMING:
+            return False
+        if self.log is not None and not self.log.failed:
+            self._detach()
+            return True
+        self.watcher.stop()
+        if cancel_app:
+            r.phase = move(r.phase, Phase.ENDING)
+            r.cancel_app()  # the host finishes the stream's bookkeeping
+            return True
+        r.phase = move(r.phase, Phase.ENDED)
+        if self.rec is not None:
+            self.rec.end(time.monotonic(), client_disconnected=True)
+        r.mw.forget(r)
+        return False
+
+    def _detach(self) -> None:
+        log = self.log
+        if log is None:
+            return
+        self.detached = self.disconnected = True
+        log.client_left()
+        log.on_change = self._abandon_moved
+        self._abandon_moved()
+
+    def _abandon_moved(self) -> None:
+        if self.log is not None and self.log.unwatched_since != math.inf:
+            self.watcher.want(self.log.unwatched_since + self.settings.resume_abandon_after)
+
+    def end(self, info: ErrorInfo) -> None:
+        """End the stream from the middleware's side: the app is cancelled, the host sends ``info``."""
+        r = self.r
+        if r.phase is Phase.STREAMING:
+            self.ending = info
+            r.phase = move(r.phase, Phase.ENDING)
+            r.ours = True
+            r.cancel_app()
+
+    def error_id(self) -> str:
+        return errors.new_error_id(self.rec.trace_id if self.rec else None)
+
+    # -- the watcher's callback: whatever is due -------------------------------------------------------
+
+    async def wake(self, now: float) -> float:
+        """Do what is due at ``now``; return the next deadline (inf: none)."""
+        pipe, clocks, s, r = self.pipe, self.clocks, self.settings, self.r
+        if r.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
+            if now < clocks.stop_at:
+                return clocks.stop_at
+            r.cancel_app()  # a client that stopped reading cannot hold a deploy
+            return math.inf
+        if r.phase is not Phase.STREAMING:
+            return math.inf
+        if self._handover:
+            await self._hand_over(now)
+        what = due(s, pipe, clocks, now)
+        if what is Due.HARD_STOP:
+            r.cancel_app()
+            return math.inf
+        if what is Due.SHUTDOWN:
+            self.end(errors.shutdown(self.error_id(), s.shutdown_retry_ms))
+        elif what is Due.STALL:
+            self.end(errors.timeout(self.error_id(), s.stall_timeout))
+        elif self.detached and now >= self._abandoned_at():
+            logger.debug("a detached resumable stream nobody follows: ended")
+            self.cut = True
+            r.phase = move(r.phase, Phase.ENDING)
+            r.ours = True
+            r.cancel_app()
+        elif what is Due.POSTPONE or (what is Due.HEARTBEAT and self.detached):
+            clocks.last_write = now  # inside a huge event on the wire, or no client to keep alive
+        elif what is not Due.NOTHING and self.gate.busy:
+            # A send is in flight (a slow client holds it up). Never queue behind it, or a stuck client
+            # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
+            if what is Due.HEARTBEAT:
+                clocks.last_write = now
+            else:
+                with anyio.move_on_after(s.coalesce_max_delay):
+                    await self.gate.released().wait()
+        elif what is not Due.NOTHING:
+            await self._write_due(what, now)
+        if r.phase is not Phase.STREAMING:
+            return clocks.stop_at
+        deadline = next_deadline(s, pipe, clocks)
+        return min(deadline, self._abandoned_at()) if self.detached else deadline
+
+    def _abandoned_at(self) -> float:
+        log = self.log
+        return math.inf if log is None else log.unwatched_since + self.settings.resume_abandon_after
+
+    async def _write_due(self, what: Due, now: float) -> None:
+        """A flush of merged text or a heartbeat, written by the watcher between the app's writes."""
+        gate = self.gate
+        gate.busy = True  # taken before the frame is made: nothing can slip in between
+        try:
+            if what is Due.FLUSH:
+                frame = b"".join(self.pipe.tick(now))
+            else:
+                frame = comment(self.settings.heartbeat_comment)
+            if not frame:
+                return
+            # A client that stopped reading may hold this write: bounded by the shutdown (drain() moves
+            # it), so that the watcher is free to end the stream when the grace is over.
+            with anyio.CancelScope(deadline=scope_time(self.clocks.shutdown_at)) as self._due_write:
+                try:
+                    if what is Due.FLUSH:
+                        await self.deliver(frame, now)
+                    else:
+                        await self._send({"type": _BODY, "body": frame, "more_body": True})
+                        self.clocks.last_write = now
+                        if self.rec is not None:
+                            self.rec.frame(len(frame))
+                            self.rec.heartbeat()
+                except OSError:
+                    self.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
+                except Exception as exc:  # the server refused our write: the stream failed, not the app
+                    self.r.failure = exc
+                    self.end(errors.report(exc, self.settings, self.error_id(), self.disconnected))
+            self._due_write = None
+        finally:
+            gate.release()
+
+    # -- shutdown --------------------------------------------------------------------------------------
+
+    def drain(self, grace: float) -> None:
+        """The server is stopping: end this stream with a reconnect hint within the grace period; past it
+        (and the bounded cleanup), everything the response does is cancelled, so a client that stopped
+        reading cannot hold a deploy. A resumable stream hands its client over at once instead, and its app
+        produces into the log for the grace. Called from a loop callback (the signal), not from a task."""
+        self.clocks.shutdown(time.monotonic() + grace)
+        if self._due_write is not None:
+            self._due_write.deadline = scope_time(self.clocks.shutdown_at)
+        if self.log is not None and not self.detached:
+            self._handover = True
+            self.watcher.want(-math.inf)
+        self.watcher.want(self.clocks.shutdown_at)
+
+    async def _hand_over(self, now: float) -> None:
+        """Send a resumable stream's live client away with a reconnect hint (not logged: followers must not
+        replay it) and a clean end; the app goes on producing into the log."""
+        self._handover = False
+        await self.gate.take()
+        try:
+            if self.detached or self.disconnected:
+                return
+            hint = b"retry: %d\n\n" % self.settings.shutdown_retry_ms
+            merged = b"".join(self.pipe.flush())
+            if merged:
+                await self.deliver(merged, now)
+            if not self.disconnected:
+                await self._send({"type": _BODY, "body": hint, "more_body": False})
+        except OSError:
+            pass
+        finally:
+            self.gate.release()
+        self._detach()
+
+    # -- the disconnect listener (run by the watcher while the app does not listen itself) ------------
+
+    async def listen(self) -> None:
+        if await self.r.client_watch.listen():  # the app did not hear it (unless it came back meanwhile)
+            self.client_left(cancel_app=not self.r.client_watch.app_listening)
