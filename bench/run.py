@@ -25,11 +25,11 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {"events": 10_000, "inproc_reps": 3, "rates": [100.0, 1000.0], "aggregate": 5000.0,
               "duration": 2.5, "server_reps": 1, "ttft_users": 200, "ttft_window": 3.0, "ttft_reps": 1,
               "idle_streams": 2000, "hb_window": 2.0, "settle": 0.7, "unpaced_tokens": 5000,
-              "quiet_wait": 0.0, "retries": 0},
+              "quiet_wait": 0.0, "retries": 0, "per_stream_streams": 400},
     "full": {"events": 30_000, "inproc_reps": 5, "rates": [25.0, 100.0, 250.0, 1000.0],
              "aggregate": 5000.0, "duration": 4.0, "server_reps": 3, "ttft_users": 200,
              "ttft_window": 5.0, "ttft_reps": 3, "idle_streams": 2000, "hb_window": 4.0, "settle": 1.0,
-             "unpaced_tokens": 20_000, "quiet_wait": 60.0, "retries": 2},
+             "unpaced_tokens": 20_000, "quiet_wait": 60.0, "retries": 2, "per_stream_streams": 1000},
 }
 
 
@@ -84,6 +84,8 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
         result["server_cpu_us_per_event_unpaced"] = server.unpaced(pid, port, server_names,
                                                                    cfg["unpaced_tokens"], log)
         ttft_names = ["raw", "middleware"] if has_mw else ["raw"]
+        log(f"CPU per stream: {cfg['per_stream_streams']} one-token streams")
+        result["per_stream_cpu_us"] = server.per_stream(pid, port, ttft_names, cfg["per_stream_streams"], log)
         log(f"TTFT with {cfg['ttft_users']} concurrent streams")
         tt = server.ttft(pid, port, ttft_names, cfg["ttft_users"], cfg["ttft_window"], cfg["ttft_reps"], log,
                          cfg["retries"])

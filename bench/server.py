@@ -135,6 +135,23 @@ def unpaced(pid: int, port: int, names: list[str], tokens: int, log: Any) -> dic
     return out
 
 
+def per_stream(pid: int, port: int, names: list[str], streams: int, log: Any) -> dict[str, float]:
+    """Server CPU µs per stream: ``streams`` one-token streams, 20 at a time, each read to its end. What a
+    stream costs to set up and tear down (request, response start, span, tasks), beyond its tokens.
+
+    Median of 3 interleaved runs per contender."""
+    runs: dict[str, list[float]] = {n: [] for n in names}
+    for rep in range(3):
+        for name in names if rep % 2 == 0 else list(reversed(names)):
+            cpu0, done = cpu_seconds(pid), 0
+            for _ in range(streams // 20):
+                done += asyncio.run(run_streams(port, name, 20, 0.0, 30.0, n=1)).complete
+            runs[name].append((cpu_seconds(pid) - cpu0) / max(done, 1) * 1e6)
+    out = {n: round(statistics.median(v), 1) for n, v in runs.items()}
+    log("  per stream: " + ", ".join(f"{n} {v:.0f} us" for n, v in out.items()))
+    return out
+
+
 def _median_dict(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in runs[0]:

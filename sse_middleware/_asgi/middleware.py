@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core.dialects import RelayMemory
 from .._core.resume import Caller
 from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
+from .._types import ASGIApp, Message, Receive, Scope, Send
 from .responder import Responder
 from .resume import Resumption
 from .shutdown import ShutdownWatch
@@ -20,8 +20,6 @@ from .shutdown import ShutdownWatch
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
-
-Scope = MutableMapping[str, Any]
 
 
 class StreamingMiddleware:
@@ -36,7 +34,7 @@ class StreamingMiddleware:
 
     def __init__(
         self,
-        app: Any,
+        app: ASGIApp,
         settings: StreamingSettings | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
@@ -63,7 +61,7 @@ class StreamingMiddleware:
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             if await self.resume.answer(scope, receive, send):
@@ -74,9 +72,9 @@ class StreamingMiddleware:
         else:
             await self.app(scope, receive, send)
 
-    def _lifespan_receive(self, receive: Any) -> Any:
-        async def wrapped() -> dict[str, Any]:
-            message: dict[str, Any] = await receive()
+    def _lifespan_receive(self, receive: Receive) -> Receive:
+        async def wrapped() -> Message:
+            message = await receive()
             if message["type"] == "lifespan.startup":
                 self._watch.stopping = False  # served again (tests, programmatic restarts): a fresh start
                 self._drain_at = math.inf

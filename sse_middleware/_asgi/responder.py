@@ -14,6 +14,7 @@ body (background tasks, dependency cleanup), and whenever the app hears of a dis
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import TYPE_CHECKING
@@ -248,5 +249,9 @@ class Responder:
 def _reports_disconnect_on_send(scope: Scope) -> bool:
     """ASGI >= 2.4: ``send`` raises ``OSError`` once the client is gone, so the app hears it there (and
     Starlette does not listen on ``receive``): no listener of ours, nothing for us to cancel."""
-    spec = scope.get("asgi", {}).get("spec_version", "2.0")
+    return _spec_at_least_2_4(scope.get("asgi", {}).get("spec_version", "2.0"))
+
+
+@functools.lru_cache(maxsize=16)
+def _spec_at_least_2_4(spec: str) -> bool:
     return tuple(int(part) for part in spec.split(".")[:2] if part.isdigit()) >= (2, 4)

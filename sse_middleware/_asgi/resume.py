@@ -33,8 +33,8 @@ from .._resume.log import StreamLog
 from .._resume.store import Found, Store, StoreError, StreamInfo, open_store
 from .._settings import StreamingSettings
 from .._telemetry import resume as rt
+from .._types import Message
 
-Message = dict[str, Any]
 STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
 REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
 _FINALIZE_SECONDS: Final = 5.0

@@ -72,10 +72,14 @@ class ShutdownWatch:
     def __init__(self, on_shutdown: Callable[[], None]) -> None:
         self._on_shutdown = on_shutdown
         self.stopping = False
+        self._heads: tuple[object, ...] = ()  # the loop and the handlers in front when we last looked
 
     def install(self) -> None:
         """Chain our handler in front of the current one, unless our link for this loop is already in the
         chain. Main thread only (Python runs signal handlers there, and only it may set them)."""
+        heads = (asyncio._get_running_loop(), *(signal.getsignal(sig) for sig in _SIGNALS))
+        if heads == self._heads:
+            return  # nothing moved since we looked: the usual case, every stream after the first
         if threading.current_thread() is not threading.main_thread():
             return
         current = _current_loop()
@@ -87,6 +91,7 @@ class ShutdownWatch:
             # SIG_DFL / SIG_IGN / None: no server manages this signal; changing it would change behaviour.
             if callable(previous) and not _linked(previous, self, loop):
                 signal.signal(sig, _Link(self, loop, schedule, previous))
+        self._heads = (asyncio._get_running_loop(), *(signal.getsignal(sig) for sig in _SIGNALS))
 
     def fire(self) -> None:
         """Runs on the event loop, once: end the open streams."""

@@ -16,6 +16,8 @@ import dataclasses
 import re
 from typing import Final
 
+CR: Final = 0x0D  # byte values: `in` and indexing with an int needle are a memchr, no bytes object
+LF: Final = 0x0A
 _LINE_END: Final = re.compile(rb"\r\n|\r|\n")
 _BOM: Final = b"\xef\xbb\xbf"
 
@@ -75,7 +77,7 @@ class Parser:
                 chunk = chunk[3:]
         if self._skip_lf and chunk:
             self._skip_lf = False
-            if chunk[0] == 0x0A:
+            if chunk[0] == LF:
                 chunk = chunk[1:]
         if not chunk:
             return []
@@ -90,7 +92,7 @@ class Parser:
         tail = parts.pop()
         if tail:
             self._pending.append(tail)
-        elif chunk[-1] == 0x0D:
+        elif chunk[-1] == CR:
             self._skip_lf = True
         out: list[Event | Comment] = []
         for line in parts:
@@ -235,7 +237,7 @@ def _last_boundary(chunk: bytes, before: bytes) -> int:
 
     A CR at the very end may be half of a CRLF; it still ends the line, so counting it is right.
     """
-    if 13 not in chunk and 13 not in before:  # the usual LF-only stream, at C speed
+    if CR not in chunk and CR not in before:  # the usual LF-only stream, at C speed
         end = chunk.rfind(b"\n\n")
         if end >= 0:
             return end + 2
