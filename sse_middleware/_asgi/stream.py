@@ -78,7 +78,7 @@ class Stream:
         self.clocks = Clocks()
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
         self.gate = SendGate()
-        self.watcher = Watcher(self.wake)
+        self.watcher = Watcher(self.wake, self.peek)
         self.log: StreamLog | None = None
         self.detached = False  # resumable and its client gone: frames go to the log only
         self.cut = False  # ended by us without a word to anyone (abandoned): the log is not complete
@@ -275,7 +275,19 @@ class Stream:
     def error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
-    # -- the watcher's callback: whatever is due -------------------------------------------------------
+    # -- the watcher's callbacks: when is the next deadline, and whatever is due ---------------------
+
+    def peek(self, now: float) -> float:
+        """The next deadline, with nothing done (``<= now``: something is due)."""
+        r = self.r
+        if r.phase is Phase.STREAMING:
+            if self._handover:
+                return now
+            deadline = next_deadline(self.settings, self.pipe, self.clocks)
+            return min(deadline, self._abandoned_at()) if self.detached else deadline
+        if r.phase in (Phase.CLOSING, Phase.ENDING):
+            return self.clocks.stop_at
+        return math.inf
 
     async def wake(self, now: float) -> float:
         """Do what is due at ``now``; return the next deadline (inf: none)."""

@@ -72,11 +72,12 @@ async def test_heartbeat_waits_for_the_end_of_an_event_already_on_the_wire() -> 
     assert after.count(b": ping\n\n") >= 1
 
 
-async def test_a_task_only_when_a_deadline_is_near(anyio_backend: str) -> None:
-    """No heartbeat: no task. A heartbeat due soon: the watcher's one task. A heartbeat 15 s away, on
-    asyncio: parked on a loop timer handle, no task at all (trio has no timer callbacks: one task)."""
+async def test_no_task_while_nothing_is_due(anyio_backend: str) -> None:
+    """asyncio: deadlines wait on a loop timer handle that peeks at the stream; no task until work is
+    due, whether a heartbeat is 15 s or 0.3 s away. trio has no timer callbacks: one sleeping task per
+    stream with a deadline. Control: a stream whose app does not listen gets the listener's task."""
 
-    async def count_tasks(heartbeat: float) -> int:
+    async def count_tasks(heartbeat: float, style: str = "2.4") -> int:
         seen: list[int] = []
 
         async def app(scope: Message, receive: Any, send: Any) -> None:
@@ -86,17 +87,18 @@ async def test_a_task_only_when_a_deadline_is_near(anyio_backend: str) -> None:
             seen.append(len(anyio.get_running_tasks()))
             await send(body(b"", more=False))
 
-        # ASGI 2.4: the server reports a disconnect on send, so no listener task either
-        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Wire(style="2.4"))
+        # ASGI 2.4: the server reports a disconnect on send, so no listener either
+        await run_for(5, mw(app, heartbeat_interval=heartbeat, coalesce=False), Wire(style=style))
         return seen[0]
 
     none = await count_tasks(0)
-    assert await count_tasks(0.3) == none + 1  # control: a deadline within the park threshold
-    assert await count_tasks(15) == none + (anyio_backend == "trio")
+    trio = anyio_backend == "trio"
+    assert await count_tasks(0.3) == await count_tasks(15) == none + trio
+    assert await count_tasks(0, style="2.3") == none + 1  # control: a task that listens
 
 
 async def test_a_parked_heartbeat_still_arrives() -> None:
-    """The heartbeat 1.5 s away is parked on a timer handle; it re-spawns the watcher when due."""
+    """The heartbeat 1.5 s away waits on a timer handle alone; it spawns the watcher when due."""
     client, control = Wire(), Wire()
     await run_all((5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=1.5), client),
                   (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=0), control))
