@@ -51,11 +51,11 @@ class StreamingSettings:
     """Time-to-first-token objective in seconds; 0 = none. Spans say whether each stream met it."""
     slo_tpot: float = 0.0
     """Time-per-output-token objective (p95 of a stream's gaps) in seconds; 0 = none."""
-    inter_chunk_sample_every: int = 8
+    inter_chunk_sample_every: int = 32
     """Record every Nth inter-chunk gap in the per-gap histogram, from a random phase per stream, so its
-    percentiles stay unbiased (1 = every gap). An OpenTelemetry SDK ``Histogram.record`` costs about as
-    much as a whole token's trip through the server (docs/benchmarks.md), so every gap would double the
-    server's CPU per token. Span percentiles and TPOT always use every gap."""
+    percentiles stay unbiased (1 = every gap). An OpenTelemetry SDK ``Histogram.record`` costs more than
+    a whole token's trip through the middleware, so every gap would dominate the CPU per token (figures:
+    docs/benchmarks.md). Span percentiles and TPOT always use every gap."""
     max_event_bytes: int = 1 << 20
     """An event larger than this is never merged: it is forwarded as it arrives."""
 

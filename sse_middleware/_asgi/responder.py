@@ -234,7 +234,7 @@ class Responder:
         trailers = bool(message.get("trailers"))
         stream = self.stream = Stream(self, settings, pipe, rec, self._send, trailers=trailers)
         if settings.resume and kind == headers.SSE:
-            span = rec.span_context if rec is not None else None
+            span = rec.span_context() if rec is not None else None  # makes the span now (for links)
             stream.log = await self.mw.resume.open(self.scope, settings, start["headers"], span)
             if stream.log is not None:
                 self.hide_disconnects()

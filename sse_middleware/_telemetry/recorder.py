@@ -1,24 +1,23 @@
-"""One span and a few histograms per *stream*, through ``opentelemetry-api`` only: the instruments,
-and the span each stream opens. What a stream records is :mod:`.stream`; names follow the GenAI
-semantic conventions (:mod:`.semconv`); how the gaps are kept and summarised is :mod:`.gaps`.
+"""One span and a few histograms per *stream*, through ``opentelemetry-api`` only: the instruments, made
+once per middleware, and the recorder each stream gets. What a stream records is :mod:`.stream`; names
+follow the GenAI semantic conventions (:mod:`.semconv`); how the gaps are kept is :mod:`.gaps`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
-from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.trace import SpanKind
-from opentelemetry.util.types import AttributeValue
+from opentelemetry import context, metrics, trace
 
 from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
 from .request_model import BodyPeek
 from .stream import StreamTelemetry
 
-__all__ = ["StreamTelemetry", "Telemetry"]
+__all__ = ["Instruments", "StreamTelemetry", "Telemetry"]
 
 try:
     _VERSION = version("sse_middleware")
@@ -32,15 +31,49 @@ _UNSET: Final = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Instruments:
+    """Per middleware, made once: the tracer, the instruments, and the options every stream uses."""
+
+    tracer: trace.Tracer
+    ttft: metrics.Histogram
+    tpot: metrics.Histogram
+    duration: metrics.Histogram
+    inter_chunk: metrics.Histogram
+    slo_violations: metrics.Counter
+    slo_ttft: float
+    slo_tpot: float
+    gap_sample_every: int
+
+    def verdicts(
+        self, ttft: float | None, p95: float | None, elapsed: float, failed_or_left: bool
+    ) -> list[tuple[str, bool]]:
+        """(objective, met) for each objective set that a stream can be judged on. SLOs judge the wait
+        the user *felt*, so a stream that failed or lost its client after the TTFT objective had passed
+        with nothing shown missed it too."""
+        judged = []
+        if self.slo_ttft > 0:
+            if ttft is not None:
+                judged.append(("ttft", ttft <= self.slo_ttft))
+            elif failed_or_left and elapsed > self.slo_ttft:
+                judged.append(("ttft", False))
+        if self.slo_tpot > 0 and p95 is not None:
+            judged.append(("tpot", p95 <= self.slo_tpot))
+        return judged
+
+
 class Telemetry:
-    """Made once per middleware: the tracer and instruments, and :meth:`start` for each stream.
+    """Made once per middleware; :meth:`start` for each stream.
 
-    A provider of ``None`` means the global one: the API hands out proxies that resolve whenever it is
-    set, so ``opentelemetry-instrument`` works even if it sets it after this object exists.
+    Nothing is asked of OpenTelemetry until a stream starts: the first stream that finds an SDK behind
+    either provider makes the tracer and the instruments, once for the middleware's life. Before that,
+    each stream asks again (cheaply), because a global provider may be set after this object exists
+    (``opentelemetry-instrument``, an app's own set-up); once set, the API never lets it change. A
+    provider of ``None`` means the global one; with none set by then, the tracer is the API's proxy,
+    which follows the global provider whenever it is set.
 
-    ``gap_sample_every``: the SDK's ``Histogram.record`` costs ~10 us, more than our whole hot path, so
-    one observation per gap dominates the cost. N > 1 records every Nth gap from a random offset per
-    stream: the distribution stays unbiased, but the histogram's count is then ~1/N of the gaps.
+    ``gap_sample_every``: the per-gap histogram records every Nth gap from a random phase per stream,
+    since one SDK ``Histogram.record`` costs more than our whole hot path (see the README).
     """
 
     def __init__(
@@ -52,34 +85,23 @@ class Telemetry:
         slo_tpot: float = 0.0,
         gap_sample_every: int = 1,
     ) -> None:
-        self.tracer = trace.get_tracer("sse_middleware", _VERSION or None, tracer_provider)
-        meter = metrics.get_meter("sse_middleware", _VERSION, meter_provider)
-
-        def hist(name: str, description: str, buckets: Sequence[float]) -> metrics.Histogram:
-            return meter.create_histogram(name, "s", description, explicit_bucket_boundaries_advisory=buckets)
-
-        self.ttft = hist(sc.METRIC_TTFT, "Time to first content chunk, successful streams.", sc.TTFT_BUCKETS)
-        self.tpot = hist(
-            sc.METRIC_TPOT, "Time per output token after the first, successful streams.", sc.TPOT_BUCKETS
-        )
-        self.duration = hist(sc.METRIC_DURATION, "Request arrival to end of stream.", sc.DURATION_BUCKETS)
-        self.inter_chunk = hist(
-            sc.METRIC_INTER_CHUNK, "Gaps between consecutive content chunks.", sc.INTER_CHUNK_BUCKETS
-        )
-        self.slo_violations = meter.create_counter(
-            sc.METRIC_SLO_VIOLATIONS, "{stream}", "Streams that missed a TTFT or TPOT objective."
-        )
-        self.slo_ttft, self.slo_tpot = slo_ttft, slo_tpot
-        self.gap_sample_every = max(1, gap_sample_every)
         self._providers = (tracer_provider, meter_provider)
+        self._slo = (slo_ttft, slo_tpot)
+        self._every = max(1, gap_sample_every)
+        self._instruments: Instruments | None = None
+        self._never = False  # both providers given and neither has an SDK: no need to ask again
 
-    def _configured(self) -> bool:
-        """Whether anything would receive a span or a measurement. Asked per stream, not once: a global
-        provider may be set after this object exists (opentelemetry-instrument, tests)."""
-        tracer_provider, meter_provider = self._providers
-        tp = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
-        mp = metrics.get_meter_provider() if meter_provider is None else meter_provider
-        return type(tp).__name__ not in _UNSET or type(mp).__name__ not in _UNSET
+    def instruments(self) -> Instruments | None:
+        """The tracer and instruments, made at the first call that finds OpenTelemetry set up."""
+        if self._instruments is None and not self._never:
+            tracer_provider, meter_provider = self._providers
+            tp = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
+            mp = metrics.get_meter_provider() if meter_provider is None else meter_provider
+            if type(tp).__name__ not in _UNSET or type(mp).__name__ not in _UNSET:
+                self._instruments = _make(tracer_provider, meter_provider, self._slo, self._every)
+            else:
+                self._never = tracer_provider is not None and meter_provider is not None
+        return self._instruments
 
     def start(
         self,
@@ -90,45 +112,55 @@ class Telemetry:
         body: BodyPeek | None = None,
         mark_parent: bool = True,
     ) -> StreamTelemetry | None:
-        """Open the stream's span, dated from request arrival (``start_ns``); None when OpenTelemetry is
-        not set up at all (no SDK behind either provider), so an app without it pays nothing per token.
+        """A recorder for a stream whose request arrived at ``start_mono`` / ``start_ns``; None when
+        OpenTelemetry is not set up at all (no SDK behind either provider), so an app without it pays
+        nothing per token.
 
-        A child (INTERNAL) of the current span, e.g. the one opentelemetry-instrumentation-asgi opened
-        outside us; else we *are* the server span and continue the W3C context in the request headers.
-        ``body``: what the app read of its request body, for ``gen_ai.request.model`` (looked at only
-        here, once OpenTelemetry is known to be set up); :func:`~.annotate.annotate` overrides it.
-        ``mark_parent``: if the stream fails, mark the span we are a child of too (the HTTP server span
-        of opentelemetry-instrumentation-asgi, which would otherwise stay UNSET with its 200 status).
+        Per stream this only takes the current context: the span is made when the stream ends (dated
+        from the request's arrival), or earlier if something asks for its trace id or its context.
+        ``body``: what the app read of its request body, for ``gen_ai.request.model``, looked at here
+        so the shell can let it go; :func:`~.annotate.annotate` overrides it. ``mark_parent``: if the
+        stream fails, mark the span we are a child of too (the HTTP server span of
+        opentelemetry-instrumentation-asgi, which would otherwise stay UNSET with its 200 status).
         """
-        if not self._configured():
+        instruments = self._instruments or self.instruments()
+        if instruments is None:
             return None
-        route = getattr(scope.get("route"), "path", None)
-        route = route if isinstance(route, str) and route else None
-        attrs: dict[str, AttributeValue] = {
-            sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
-            sc.URL_PATH: scope.get("path", ""),
-            sc.GEN_AI_REQUEST_STREAM: True,
-        }
-        if route:
-            attrs[sc.HTTP_ROUTE] = route
-        notes = scope.get(_NOTES) or {}
-        model = notes.get("request_model") or (body.model() if body is not None else None)
-        if model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = model
-        ctx = context.get_current()
-        kind = SpanKind.INTERNAL
-        current = trace.get_current_span(ctx)
-        if not current.get_span_context().is_valid:
-            kind = SpanKind.SERVER
-            carrier: dict[str, list[str]] = {}  # repeated headers (tracestate, baggage) kept apart
-            for key, value in scope.get("headers") or ():
-                carrier.setdefault(key.decode("latin-1"), []).append(value.decode("latin-1"))
-            ctx = propagate.extract(carrier, ctx)
-        span = self.tracer.start_span(
-            f"stream {route}" if route else "stream", ctx, kind, attrs, start_time=start_ns
-        )
-        # The span we are a child of, to mark as failed if we fail (one that records: not a remote one).
-        mark = kind is SpanKind.INTERNAL and mark_parent and current.is_recording()
+        notes = scope.get(_NOTES)
+        model = notes.get("request_model") if notes else None
+        if not model and body is not None:
+            model = body.model()
         return StreamTelemetry(
-            self, span, scope, route, model or "", current if mark else None, start_mono, start_ns
+            instruments, scope, context.get_current(), mark_parent, model or "", start_mono, start_ns
         )
+
+
+def _make(
+    tracer_provider: trace.TracerProvider | None,
+    meter_provider: metrics.MeterProvider | None,
+    slo: tuple[float, float],
+    every: int,
+) -> Instruments:
+    tracer = trace.get_tracer("sse_middleware", _VERSION or None, tracer_provider)
+    meter = metrics.get_meter("sse_middleware", _VERSION, meter_provider)
+
+    def hist(name: str, description: str, buckets: Sequence[float]) -> metrics.Histogram:
+        return meter.create_histogram(name, "s", description, explicit_bucket_boundaries_advisory=buckets)
+
+    return Instruments(
+        tracer=tracer,
+        ttft=hist(sc.METRIC_TTFT, "Time to first content chunk, successful streams.", sc.TTFT_BUCKETS),
+        tpot=hist(
+            sc.METRIC_TPOT, "Time per output token after the first, successful streams.", sc.TPOT_BUCKETS
+        ),
+        duration=hist(sc.METRIC_DURATION, "Request arrival to end of stream.", sc.DURATION_BUCKETS),
+        inter_chunk=hist(
+            sc.METRIC_INTER_CHUNK, "Gaps between consecutive content chunks.", sc.INTER_CHUNK_BUCKETS
+        ),
+        slo_violations=meter.create_counter(
+            sc.METRIC_SLO_VIOLATIONS, "{stream}", "Streams that missed a TTFT or TPOT objective."
+        ),
+        slo_ttft=slo[0],
+        slo_tpot=slo[1],
+        gap_sample_every=every,
+    )

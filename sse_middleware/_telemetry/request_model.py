@@ -31,6 +31,7 @@ _CANDIDATES: Final = 4  # at most this many "model" keys tried from the end (nes
 _KEY: Final = b'"model"'
 _WS: Final = re.compile(r"[ \t\n\r]*")
 _WS_BYTES: Final = b" \t\n\r"
+_WS_CHARS: Final = frozenset(" \t\n\r")
 _DECODER: Final = json.JSONDecoder()
 
 
@@ -142,7 +143,9 @@ def _string_after_colon(text: str, at: int) -> tuple[str | None, int]:
 
 
 def _skip(text: str, at: int) -> int:
-    """Past the JSON whitespace at ``at``."""
+    """Past the JSON whitespace at ``at`` (compact bodies, the usual kind, have none to skip)."""
+    if text[at : at + 1] not in _WS_CHARS:
+        return at
     match = _WS.match(text, at)
     return match.end() if match else at
 

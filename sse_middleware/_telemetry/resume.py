@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, TraceFlags
+from opentelemetry import context, metrics, trace
+from opentelemetry.trace import Link, Span, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
+from .parent import parent_context
 
 METRIC_RESUMES: Final = "sse_middleware.resumes"
 """Counter of requests that carried one of our ``Last-Event-ID`` values, by outcome."""
@@ -50,16 +51,32 @@ def link_to(value: str) -> Link | None:
 
 
 class ResumeTelemetry:
+    """Per middleware. The tracer and the counter are taken at the first resume request, not when the
+    middleware is built: most apps never see one, and a global provider may be set in between."""
+
     def __init__(
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        self.tracer = trace.get_tracer("sse_middleware", None, tracer_provider)
-        meter = metrics.get_meter("sse_middleware", "", meter_provider)
-        self.resumes = meter.create_counter(
-            METRIC_RESUMES, "{request}", "Requests that asked to resume a stream, by outcome."
-        )
+        self._providers = (tracer_provider, meter_provider)
+        self._tracer: trace.Tracer | None = None
+        self._resumes: metrics.Counter | None = None
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        if self._tracer is None:
+            self._tracer = trace.get_tracer("sse_middleware", None, self._providers[0])
+        return self._tracer
+
+    @property
+    def resumes(self) -> metrics.Counter:
+        if self._resumes is None:
+            meter = metrics.get_meter("sse_middleware", "", self._providers[1])
+            self._resumes = meter.create_counter(
+                METRIC_RESUMES, "{request}", "Requests that asked to resume a stream, by outcome."
+            )
+        return self._resumes
 
     def count(self, outcome: str) -> None:
         self.resumes.add(1, {RESUME_OUTCOME: outcome})
@@ -67,12 +84,7 @@ class ResumeTelemetry:
     def start(self, scope: Mapping[str, Any], link: str, position: int) -> Span:
         """The resumed response's span: a child of the current span if any (a tracing middleware outside
         us), else a server span continuing the request's W3C context; linked to the original."""
-        ctx = context.get_current()
-        kind = SpanKind.INTERNAL
-        if not trace.get_current_span(ctx).get_span_context().is_valid:
-            kind = SpanKind.SERVER
-            carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-            ctx = propagate.extract(carrier, ctx)
+        ctx, kind = parent_context(scope, context.get_current())
         attributes: dict[str, AttributeValue] = {
             sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
             sc.URL_PATH: scope.get("path", ""),

@@ -1,16 +1,20 @@
-"""One stream's observations: cheap while it runs, turned into a span and metrics once, at its end.
+"""One stream's observations: cheap while it runs, turned into one span and a few metrics at its end.
 
-``chunk()`` and ``frame()`` run once per token, so they only bump counters and append a float; all SDK
-work (attributes, events, histogram records) happens once, in ``end()``, after the last byte went out.
+``chunk()`` and ``frame()`` run once per token, so they only bump counters and append a float. The span
+itself is made when the stream ends, dated from the request's arrival (``start_time``), with every
+attribute in one call: an open stream holds no SDK span, only the context it started in. What needs the
+span before then (a failing stream's error id is its trace id; a resumable stream's log links to it)
+makes it on the spot (:meth:`StreamTelemetry.span_context`).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -19,9 +23,12 @@ from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
 from .gaps import FOLD_AT as _FOLD_AT
 from .gaps import GapStats
+from .parent import parent_context
 
 if TYPE_CHECKING:
-    from .recorder import Telemetry
+    from .recorder import Instruments
+
+_NO_SPAN: Final = trace.set_span_in_context(trace.INVALID_SPAN)  # not empty: the SDK takes {} as "current"
 
 
 class StreamTelemetry:
@@ -30,6 +37,7 @@ class StreamTelemetry:
     __slots__ = (
         "_bytes",
         "_chunks",
+        "_ctx",
         "_ended",
         "_finish",
         "_first",
@@ -39,57 +47,46 @@ class StreamTelemetry:
         "_heartbeats",
         "_in_tokens",
         "_last",
+        "_mark_parent",
         "_model",
         "_operation",
         "_out_tokens",
-        "_parent",
         "_phase",
         "_provider",
         "_request_model",
         "_response_id",
-        "_route",
         "_scope",
         "_span",
         "_start_mono",
         "_start_ns",
         "_t",
-        "trace_id",
     )
 
     def __init__(
         self,
-        owner: Telemetry,
-        span: Span,
+        owner: Instruments,
         scope: Mapping[str, Any],
-        route: str | None,
+        ctx: Context,
+        mark_parent: bool,
         request_model: str,
-        parent: Span | None,
         start_mono: float,
         start_ns: int,
     ):
-        ctx = span.get_span_context()
-        self.trace_id = format(ctx.trace_id, "032x") if ctx.is_valid else None
-        """32 hex digits: an error id a client can quote and support can find; None without tracing."""
-        self._t, self._span, self._scope, self._parent = owner, span, scope, parent
-        self._route, self._request_model = route, request_model
+        self._t, self._scope, self._ctx, self._mark_parent = owner, scope, ctx, mark_parent
+        self._request_model = request_model
         self._start_mono, self._start_ns = start_mono, start_ns
+        self._span: Span | None = None
         self._chunks = self._frames = self._bytes = self._heartbeats = 0
         self._first: float | None = None
         self._last: float | None = None
         self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS)
-        self._gaps = self._gap_stats.raw  # chunk() appends here: a method call would add ~15% to it
-        every = owner.gap_sample_every
-        self._phase = random.randrange(every) if every > 1 else 0  # index of the first gap to record
+        self._gaps = self._gap_stats.raw  # chunk() appends here itself: no method call per token
+        self._phase = int(random.random() * owner.gap_sample_every)  # index of the first gap to record
         self._operation = self._provider = self._model = self._response_id = ""
-        self._finish: list[str] = []
+        self._finish: tuple[str, ...] = ()
         self._in_tokens: int | None = None
         self._out_tokens: int | None = None
         self._ended = False
-
-    @property
-    def span_context(self) -> SpanContext:
-        """This stream's span, for links from the spans of its resumed responses."""
-        return self._span.get_span_context()
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
@@ -132,9 +129,21 @@ class StreamTelemetry:
         self._model = model or self._model
         self._response_id = response_id or self._response_id
         if finish_reason and finish_reason not in self._finish:
-            self._finish.append(finish_reason)
+            self._finish = (*self._finish, finish_reason)
         self._in_tokens = self._in_tokens if input_tokens is None else input_tokens
         self._out_tokens = self._out_tokens if output_tokens is None else output_tokens
+
+    @property
+    def trace_id(self) -> str | None:
+        """32 hex digits: an error id a client can quote and support can find; None without tracing.
+        Asked when a stream fails, so it makes the span then if it does not exist yet."""
+        ctx = self.span_context()
+        return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+    def span_context(self) -> SpanContext:
+        """The stream span's context, making the span now if needed (it then holds the SDK's memory of
+        an open span until the stream ends): for what must name the span before its end."""
+        return self._open(self._route(), None).get_span_context()
 
     def end(
         self,
@@ -144,7 +153,7 @@ class StreamTelemetry:
         exception: BaseException | None = None,
         client_disconnected: bool = False,
     ) -> None:
-        """Close the span and record the metrics, exactly once (later calls do nothing).
+        """Make (or finish) the span and record the metrics, exactly once (later calls do nothing).
 
         An error (``error_type``, or one derived from ``exception``) sets status ERROR, on the parent
         span too unless ``mark_parent`` is off. TTFT and TPOT are defined for successful responses, so
@@ -155,14 +164,14 @@ class StreamTelemetry:
         if self._ended:
             return
         self._ended = True
-        t, span, first, last = self._t, self._span, self._first, self._last
+        t, first, last = self._t, self._first, self._last
         if error_type is None and exception is not None:
             error_type = error_type_name(exception)
         elapsed = now - self._start_mono
         notes = self._scope.get(_NOTES) or {}
         self._request_model = notes.get("request_model") or self._request_model
-        m_attrs = self._metric_attrs()
-        ctx = trace.set_span_in_context(span)  # exemplars then point at this stream's span
+        route = self._route()
+        m_attrs = self._metric_attrs(route)
         attrs = self._span_attrs(m_attrs, client_disconnected)
         n_gaps = len(self._gap_stats)
         tokens = self._out_tokens if self._out_tokens is not None else n_gaps + (first is not None)
@@ -177,10 +186,26 @@ class StreamTelemetry:
             }
         if first is not None and last is not None:
             ttft = attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - self._start_mono
-            span.add_event(sc.FIRST_TOKEN_EVENT, timestamp=self._ns(first))
             if n_gaps and tokens > 1:
                 tpot = attrs[sc._NS + "time_per_output_token"] = (last - first) / (tokens - 1)
+        verdicts = t.verdicts(ttft, p95, elapsed, error_type is not None or client_disconnected)
+        attrs.update((f"{sc._NS}slo.{kind}_met", met) for kind, met in verdicts)
+        if error_type is not None:
+            attrs[sc.ERROR_TYPE] = error_type
+        if "attributes" in notes:
+            attrs.update(notes["attributes"])  # the app's, last: it knows better than we do
 
+        span = self._open(route, attrs)
+        end_ns = self._ns(now)
+        if first is not None:
+            span.add_event(sc.FIRST_TOKEN_EVENT, timestamp=self._ns(first))
+        if error_type is not None:
+            span.set_status(Status(StatusCode.ERROR, error_type))
+            if exception is not None:
+                span.record_exception(exception, timestamp=end_ns)
+            self._mark_the_parent(error_type)
+
+        ctx = trace.set_span_in_context(span)  # exemplars then point at this stream's span
         if error_type is None and not client_disconnected:
             if ttft is not None:
                 t.ttft.record(ttft, m_attrs, ctx)
@@ -188,58 +213,74 @@ class StreamTelemetry:
                 t.tpot.record(tpot, m_attrs, ctx)
         d_attrs = m_attrs if error_type is None else {**m_attrs, sc.ERROR_TYPE: error_type}
         t.duration.record(elapsed, d_attrs, ctx)
-        # One observation per gap, or every Nth from a random phase (see ``gap_sample_every``).
+        # One observation per gap, or every Nth from a random phase (see ``gap_sample_every``). No span
+        # in their context: else the SDK samples an exemplar on each record, pointing at whatever span is
+        # current here (the HTTP server span under an instrumentation), which no gap needs.
         record = t.inter_chunk.record
         for gap in self._gap_stats.sample(t.gap_sample_every, self._phase):
-            record(gap, m_attrs)  # no exemplar per gap: it would add ~2 us to each ~10 us SDK record
-
-        # SLOs judge the wait the user *felt*, so a stream that failed or lost its client after the
-        # TTFT objective had passed with nothing shown missed it too.
-        if t.slo_ttft > 0:
-            if ttft is not None:
-                self._slo(attrs, m_attrs, "ttft", ttft <= t.slo_ttft)
-            elif (error_type is not None or client_disconnected) and elapsed > t.slo_ttft:
-                self._slo(attrs, m_attrs, "ttft", False)
-        if t.slo_tpot > 0 and p95 is not None:
-            self._slo(attrs, m_attrs, "tpot", p95 <= t.slo_tpot)
-
-        if self._operation:  # the GenAI span name, "{operation} {model}"
-            span.update_name(f"{self._operation} {self._model}".rstrip())
-        end_ns = self._ns(now)
-        if error_type is not None:
-            attrs[sc.ERROR_TYPE] = error_type
-            span.set_status(Status(StatusCode.ERROR, error_type))
-            if exception is not None:
-                span.record_exception(exception, timestamp=end_ns)
-            if self._parent is not None and self._parent.is_recording():  # failed in the trace list too
-                self._parent.set_attribute(sc.ERROR_TYPE, error_type)
-                self._parent.set_status(Status(StatusCode.ERROR, error_type))
-        span.set_attributes(attrs)
-        if "attributes" in notes:
-            span.set_attributes(notes["attributes"])  # the app's, last: it knows better than we do
+            record(gap, m_attrs, _NO_SPAN)
+        for kind, met in verdicts:
+            if not met:
+                t.slo_violations.add(1, {**m_attrs, sc.SLO_KIND: kind})
         span.end(end_time=end_ns)
 
-    def _span_attrs(self, m_attrs: dict[str, str], client_disconnected: bool) -> dict[str, AttributeValue]:
-        """The metric attributes (http.route is already on the span, with the same value), plus the
-        high-cardinality facts and this stream's counters."""
+    def _open(self, route: str | None, attrs: dict[str, AttributeValue] | None) -> Span:
+        """The span: made now with ``attrs`` (or only the request's, when made before the end), in the
+        context the stream started in (see :mod:`.parent`); or, if it exists, given ``attrs`` and its
+        final name."""
+        name = f"{self._operation} {self._model}".rstrip() if self._operation else None  # the GenAI name
+        span = self._span
+        if span is not None:
+            if attrs is not None and span.is_recording():
+                if name:
+                    span.update_name(name)
+                span.set_attributes(attrs)
+            return span
+        ctx, kind = parent_context(self._scope, self._ctx)
+        if attrs is None:
+            attrs = self._span_attrs(self._metric_attrs(route), None)
+        name = name or (f"stream {route}" if route else "stream")
+        span = self._span = self._t.tracer.start_span(name, ctx, kind, attrs, start_time=self._start_ns)
+        return span
+
+    def _mark_the_parent(self, error_type: str) -> None:
+        """Failed in the trace list too: the span we are a child of, if it records (not a remote one)."""
+        parent = trace.get_current_span(self._ctx)
+        if self._mark_parent and parent.get_span_context().is_valid and parent.is_recording():
+            parent.set_attribute(sc.ERROR_TYPE, error_type)
+            parent.set_status(Status(StatusCode.ERROR, error_type))
+
+    def _route(self) -> str | None:
+        route = getattr(self._scope.get("route"), "path", None)
+        return route if isinstance(route, str) and route else None
+
+    def _span_attrs(self, m_attrs: dict[str, str], left: bool | None) -> dict[str, AttributeValue]:
+        """The request's attributes and the metric attributes, then (unless the stream has not ended:
+        ``left``, whether the client disconnected, None) the high-cardinality facts and the counters."""
+        scope = self._scope
         attrs: dict[str, AttributeValue] = {
-            sc._NS + "chunks_in": self._chunks,
-            sc._NS + "frames_out": self._frames,
-            sc._NS + "heartbeats": self._heartbeats,
-            sc._NS + "bytes_out": self._bytes,
-            sc._NS + "client_disconnected": client_disconnected,
+            sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
+            sc.URL_PATH: scope.get("path", ""),
+            sc.GEN_AI_REQUEST_STREAM: True,
             **m_attrs,
         }
+        if left is None:
+            return attrs
+        attrs[sc._NS + "chunks_in"] = self._chunks
+        attrs[sc._NS + "frames_out"] = self._frames
+        attrs[sc._NS + "heartbeats"] = self._heartbeats
+        attrs[sc._NS + "bytes_out"] = self._bytes
+        attrs[sc._NS + "client_disconnected"] = left
         seen: tuple[tuple[str, AttributeValue | None], ...] = (
             (sc.GEN_AI_RESPONSE_ID, self._response_id),
             (sc.GEN_AI_RESPONSE_FINISH_REASONS, self._finish),
             (sc.GEN_AI_USAGE_INPUT_TOKENS, self._in_tokens),
             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, self._out_tokens),
         )
-        attrs.update((k, v) for k, v in seen if v is not None and v != "" and v != [])
+        attrs.update((k, v) for k, v in seen if v is not None and v != "" and v != ())
         return attrs
 
-    def _metric_attrs(self) -> dict[str, str]:
+    def _metric_attrs(self, route: str | None) -> dict[str, str]:
         """Low-cardinality attributes only: a path or a response id on a metric would explode series."""
         return {
             k: v
@@ -248,15 +289,10 @@ class StreamTelemetry:
                 (sc.GEN_AI_PROVIDER_NAME, self._provider),
                 (sc.GEN_AI_REQUEST_MODEL, self._request_model),
                 (sc.GEN_AI_RESPONSE_MODEL, self._model),
-                (sc.HTTP_ROUTE, self._route),
+                (sc.HTTP_ROUTE, route),
             )
             if v
         }
-
-    def _slo(self, attrs: dict[str, AttributeValue], m_attrs: dict[str, str], kind: str, met: bool) -> None:
-        attrs[f"{sc._NS}slo.{kind}_met"] = met
-        if not met:
-            self._t.slo_violations.add(1, {**m_attrs, sc.SLO_KIND: kind})
 
     def _ns(self, mono: float) -> int:
         """A monotonic reading as epoch ns on the span's clock (anchored at request arrival)."""
