@@ -110,22 +110,27 @@ class Stream:
                 await self._closing(b"".join(out))
                 return
             if out:
-                await self.deliver(out[0] if len(out) == 1 else b"".join(out), now)
+                data = out[0] if len(out) == 1 else b"".join(out)
+                if data is message["body"] and self.log is None:
+                    await self.deliver(data, now, message)  # the app's own message: no new dict per token
+                else:
+                    await self.deliver(data, now)
         finally:
             gate.release()
         deadline = pipe.deadline()
         if deadline is not None:
             self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
 
-    async def deliver(self, data: bytes, now: float) -> None:
-        """One frame to the client (through the log first, when resumable), with the gate held."""
+    async def deliver(self, data: bytes, now: float, message: Message | None = None) -> None:
+        """One frame to the client (through the log first, when resumable), with the gate held.
+        ``message``: the app's own, to forward as it is when ``data`` is its unchanged body."""
         log = self.log
         if log is not None:
             data = log.append(data)
             if self.detached:
                 return
         try:
-            await self._send({"type": _BODY, "body": data, "more_body": True})
+            await self._send(_body(data) if message is None else message)
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             if not self.client_left(cancel_app=False):
                 raise  # the app hears it, as it would without us
@@ -408,3 +413,7 @@ class Stream:
     async def listen(self) -> None:
         if await self.r.client_watch.listen():  # the app did not hear it (unless it came back meanwhile)
             self.client_left(cancel_app=not self.r.client_watch.app_listening)
+
+
+def _body(data: bytes) -> Message:
+    return {"type": _BODY, "body": data, "more_body": True}
