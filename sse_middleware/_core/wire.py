@@ -74,11 +74,19 @@ def escape(text: str) -> bytes:
     """JSON string contents, compact; U+2028/9 escaped because JavaScript parsers of old choke on them.
 
     A lone surrogate (valid JSON: ``"\\ud800"``) goes out as that same escape, never as an error.
+    Text with nothing to escape (most merged text) is its UTF-8, without the encoder's round trip.
     """
+    if _ESCAPED.search(text) is None:
+        return text.encode()
     out = json.dumps(text, ensure_ascii=False)[1:-1]
     if "\u2028" in out or "\u2029" in out:
         out = out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return out.encode("utf-8", "backslashreplace")
+
+
+# What escape() changes: json.dumps(ensure_ascii=False) escapes the quote, the backslash and C0 controls;
+# U+2028/9 are escaped on top; a lone surrogate cannot be UTF-8 and becomes its escape.
+_ESCAPED: Final = re.compile('["\\\\\x00-\x1f\u2028\u2029\ud800-\udfff]')
 
 
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sse_middleware import ConfigError, StreamingSettings
-from sse_middleware._core import headers
+from sse_middleware._core import headers, wire
 from sse_middleware._core.dialects import (
     AISDK,
     Anthropic,
@@ -194,6 +194,21 @@ def test_spliced_frames_stay_compact_json_with_the_first_envelope() -> None:
     body = json.loads(parse(merged)[0].data)
     assert body["choices"][0]["delta"]["content"] == "a\nb\\c"
     assert b"\n" not in merged.rstrip(b"\n")  # still one data line
+
+
+def reference_escape(text: str) -> bytes:
+    """What merged text was always escaped as: the JSON encoder, U+2028/9 escaped, lone surrogates too."""
+    out = json.dumps(text, ensure_ascii=False)[1:-1].replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return out.encode("utf-8", "backslashreplace")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates too
+    | st.text('ab "\\\n\t\x7f\x1fé\u2028\u2029\ud83d\ude00', max_size=8)
+)
+def test_text_with_nothing_to_escape_skips_the_encoder_and_gives_its_bytes(text: str) -> None:
+    assert wire.escape(text) == reference_escape(text)
 
 
 # -- Anthropic, Responses, AI SDK -------------------------------------------------------------------
