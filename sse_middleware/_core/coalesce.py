@@ -84,28 +84,43 @@ class Coalescer(Generic[K, E]):
             return []
         parts = self._parts
         out: list[tuple[E, str]] = []
-        if parts:
+        if parts and key != self._key:
             if now < parts[-1][1]:
                 now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
-            if key != self._key:
-                out.append(self._take("".join([p[0] for p in parts]), -1, now))
-        self._seen = now
+            out.append(self._take("".join([p[0] for p in parts]), -1, now))
         if not parts:
             self._key = key
             self._state = self._state_for(key)
-            if self._last is None or now - self._last >= self._delay:
-                self._last = now
+        more = self.push(envelope, text, now)
+        if more:
+            out += more
+        return out
+
+    def push(self, envelope: E, text: str, now: float) -> list[tuple[E, str]] | None:
+        """:meth:`feed` for a non-empty ``text`` of the key fed last, whether or not text is buffered:
+        what a stream's consecutive deltas of one key take, without comparing keys. None: nothing now."""
+        parts = self._parts
+        if parts:
+            if now < parts[-1][1]:
+                now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
+            if self._grace:  # new text may complete the held grapheme: re-cut at once
+                self._grace = False
+                self._due = parts[0][1]
+        else:
+            last = self._last
+            if last is None or now - last >= self._delay:
+                self._seen = self._last = now
                 self._state.advance(text)
-                out.append((envelope, text))
-                return out
+                return [(envelope, text)]
             self._due = now + self._delay
             self._grace = False
-        elif self._grace:  # new text may complete the held grapheme: re-cut at once
-            self._grace = False
-            self._due = parts[0][1]
-        size = _utf8_len(text)
+        self._seen = now
+        size = len(text) if text.isascii() else _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
+        if now < self._due and self._bytes < self._max:
+            return None
+        out: list[tuple[E, str]] = []
         if now >= self._due:
             self._cut(now, out)
         if self._bytes >= self._max:

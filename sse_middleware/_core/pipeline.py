@@ -16,6 +16,7 @@ from .._settings import StreamingSettings
 from . import headers as kinds
 from .coalesce import Coalescer
 from .dialects import Delta, Dialect, RouteRelay, detect, initial
+from .dialects.base import Spliced
 from .errors import ErrorInfo
 from .sse import Framer
 from .wire import CR, Envelope
@@ -48,11 +49,25 @@ class Pipeline:
         if settings.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
+        # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer.
+        self._lane: tuple[Spliced, Coalescer[Any, Envelope]] | None = None
         if rec is not None and not self.dialect.detecting:
             rec.dialect(self.dialect.provider, self.dialect.operation)
 
     def feed(self, body: bytes, now: float) -> list[bytes]:
         """App bytes -> frames to send now."""
+        lane = self._lane
+        if lane is not None:
+            # The last event merged and nothing is held: an event in the same envelope merges at once,
+            # without the framer (it would hand the body back as it is) or a search for events in it.
+            spliced, merging = lane
+            text = spliced.same_text(body)
+            if text is not None:
+                if self.rec is not None:
+                    self.rec.chunk(now, True)
+                pieces = merging.push(spliced.envelope, text, now)
+                return self._frames(pieces) if pieces else []
+            self._lane = None
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
@@ -80,14 +95,18 @@ class Pipeline:
                     self._observe(dialect, raw, now)
             return [blob]
         out = []
+        merged = False
         for raw in _events(blob):
             delta = dialect.delta(raw)
-            if delta is not None and delta[2]:
+            merged = delta is not None and bool(delta[2])
+            if delta is not None and merged:
                 out.extend(self._merge(coalescer, delta, now))
             else:  # an empty delta still goes out: it may carry what starts a tool call
                 out.extend(self.flush())
                 out.append(raw)
                 self._observe(dialect, raw, now)
+        if merged and not framer.pending and isinstance(dialect, Spliced):
+            self._lane = (dialect, coalescer)  # the framer's context is the envelope's end: skip it
         return out
 
     def _feed_bytes(self, body: bytes, now: float) -> list[bytes]:
