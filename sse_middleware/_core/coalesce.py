@@ -21,6 +21,7 @@ waiting for its continuation, then sent anyway. So the bound for those few chara
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 from .markdown import MarkdownState, best_cut, complete_end
@@ -29,6 +30,7 @@ __all__ = ["Coalescer"]
 
 K = TypeVar("K")
 E = TypeVar("E")
+_text_of = itemgetter(0)  # a buffered part's text (in C: the buffer is joined without a Python loop)
 _MAX_STATES = 32  # markdown contexts kept per stream (one per merge key: content block, choice)
 
 
@@ -87,7 +89,7 @@ class Coalescer(Generic[K, E]):
         if parts and key != self._key:
             if now < parts[-1][1]:
                 now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
-            out.append(self._take("".join([p[0] for p in parts]), -1, now))
+            out.append(self._take("".join(map(_text_of, parts)), -1, now))
         if not parts:
             self._key = key
             self._state = self._state_for(key)
@@ -133,7 +135,8 @@ class Coalescer(Generic[K, E]):
 
     def tick(self, now: float) -> list[tuple[E, str]]:
         """Called by the timer at/after :meth:`deadline`; emits at least every overdue character."""
-        self._seen = max(self._seen, now)
+        if now > self._seen:
+            self._seen = now
         out: list[tuple[E, str]] = []
         if self._parts and now >= self._due:
             self._cut(now, out)
@@ -143,7 +146,7 @@ class Coalescer(Generic[K, E]):
         """Emit everything buffered, as one piece (before a non-mergeable event, at end, on error)."""
         if not self._parts:
             return []
-        return [self._take("".join([p[0] for p in self._parts]), -1, self._seen)]
+        return [self._take("".join(map(_text_of, self._parts)), -1, self._seen)]
 
     def _cut(self, now: float, out: list[tuple[E, str]]) -> None:
         """Deadline cut: everything overdue, extended to the best safe cut after it."""
@@ -158,9 +161,12 @@ class Coalescer(Generic[K, E]):
                 hard += len(s)
             else:
                 hard_open = False
-        text = "".join([p[0] for p in self._parts])
+        text = "".join(map(_text_of, self._parts))
         st = self._state
-        cut = best_cut(text, st, must) or best_cut(text, st, must, respect_markers=False)
+        if must == len(text):  # all of it is overdue: the end, unless it ends in an incomplete grapheme
+            cut = must if complete_end(text, st) == must else 0  # what best_cut() finds then, see tests
+        else:
+            cut = best_cut(text, st, must) or best_cut(text, st, must, respect_markers=False)
         grace = False
         if not cut:  # overdue characters end in an incomplete grapheme at the very end
             end = complete_end(text, st)
@@ -179,7 +185,7 @@ class Coalescer(Generic[K, E]):
     def _shrink(self, now: float, out: list[tuple[E, str]]) -> None:
         """Size cut: keep at most half the buffer, cut at the best point; never leave it at max_bytes."""
         while self._bytes >= self._max:
-            text = "".join([p[0] for p in self._parts])
+            text = "".join(map(_text_of, self._parts))
             n, st = len(text), self._state
             cut = best_cut(text, st, n // 2) or best_cut(text, st) or complete_end(text, st) or -1
             out.append(self._take(text, cut, now))
@@ -198,19 +204,23 @@ class Coalescer(Generic[K, E]):
             self._bytes = 0
         else:
             piece = text[:cut]
-            i = acc = freed = 0
-            while acc + len(parts[i][0]) <= cut:
-                acc += len(parts[i][0])
-                freed += parts[i][3]
-                i += 1
-            if acc < cut:  # the cut falls inside part i: keep its tail with its own time and envelope
-                s, t, e, size = parts[i]
-                rest = s[cut - acc :]
-                rest_size = _utf8_len(rest)
-                freed += size - rest_size
+            # From the end: a cut usually falls in one of the last parts (the last word is kept).
+            i, start, kept = len(parts), len(text), 0
+            while True:
+                s, t, e, size = parts[i - 1]
+                start -= len(s)
+                if start < cut:
+                    break
+                kept += size  # parts[i - 1] lies wholly after the cut
+                i -= 1
+            if cut - start < len(s):  # the cut falls inside it: keep its tail with its time and envelope
+                rest = s[cut - start :]
+                rest_size = len(rest) if rest.isascii() else _utf8_len(rest)
+                i -= 1
                 parts[i] = (rest, t, e, rest_size)
+                kept += rest_size
             del parts[:i]
-            self._bytes -= freed
+            self._bytes = kept
         self._state.advance(piece)
         self._last = now
         return envelope, piece

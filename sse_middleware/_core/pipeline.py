@@ -163,13 +163,21 @@ class Pipeline:
     def _frames(self, pieces: list[tuple[Envelope, str]]) -> list[bytes]:
         """Merged pieces as wire frames, each in its first event's envelope."""
         build = self.dialect.build
+        if len(pieces) == 1:  # the usual flush
+            envelope, piece = pieces[0]
+            return [build(envelope, piece)]
         return [build(env, piece) for env, piece in pieces]
 
     def deadline(self) -> float | None:
-        return self.coalescer.deadline() if self.coalescer is not None else None
+        coalescer = self.coalescer  # its deadline(), inlined: the responder asks after every token
+        return coalescer._due if coalescer is not None and coalescer._parts else None
 
     def tick(self, now: float) -> list[bytes]:
-        return self._frames(self.coalescer.tick(now)) if self.coalescer is not None else []
+        coalescer = self.coalescer
+        if coalescer is None:
+            return []
+        pieces = coalescer.tick(now)
+        return self._frames(pieces) if pieces else []
 
     def flush(self) -> list[bytes]:
         """Everything merged so far, before something that cannot merge, or at the end."""
