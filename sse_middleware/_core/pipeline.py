@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._settings import StreamingSettings
 from . import headers as kinds
 from .coalesce import Coalescer
-from .dialects import Delta, Dialect, RouteRelay, detect, initial
+from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
 from .dialects.base import Spliced
 from .errors import ErrorInfo
 from .sse import Framer
@@ -45,6 +45,7 @@ class Pipeline:
         self._relay = relay if settings.coalesce else None  # nothing to learn for when nothing merges
         self.framer = Framer() if kind == kinds.SSE else None
         self.dialect: Dialect = initial(kind, settings, headers)
+        self._plain = self.dialect if isinstance(self.dialect, PlainText) else None
         self.coalescer: Coalescer[Any, Envelope] | None = None
         if settings.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
@@ -110,19 +111,23 @@ class Pipeline:
         return out
 
     def _feed_bytes(self, body: bytes, now: float) -> list[bytes]:
-        coalescer = self.coalescer
-        if coalescer is None:
+        coalescer, plain = self.coalescer, self._plain
+        if coalescer is None or plain is None:  # NDJSON, or text/plain that turned out not to be UTF-8
             if self.rec is not None:
                 self.rec.chunk(now, True)
             return [body]
         try:
-            delta = self.dialect.delta(body)
+            text = plain.text(body)
         except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
             out = self.flush()
             self.coalescer = None
             out.append(body)
             return out
-        return self._merge(coalescer, delta, now) if delta is not None else [body]
+        if self.rec is not None:
+            self.rec.chunk(now, True)
+        # One merge key (None) for the whole stream: its text goes to the coalescer without a key.
+        pieces = coalescer.push(plain.envelope, text, now) if text else None
+        return self._frames(pieces) if pieces else []
 
     def _detect(self, blob: bytes) -> Dialect:
         """The dialect, from the first event with data in ``blob``; still undetected if it has none."""

@@ -362,6 +362,14 @@ def test_text_plain_bytes_are_never_altered_under_any_chunking(
     assert b"".join(out + pipe.close()) == body
 
 
+def test_text_plain_that_breaks_utf8_after_a_held_lead_byte_is_forwarded_as_it_came() -> None:
+    """A chunk ends in a lead byte (held for its character) and the next starts with ASCII: not UTF-8,
+    so from there on the bytes go out as they came, the held byte first."""
+    pipe, chunks = Pipeline("text", StreamingSettings(), None), [b"ab", b"cd\xc3", b"ef", b"gh"]
+    out = [frame for i, chunk in enumerate(chunks) for frame in pipe.feed(chunk, i * 0.01)]
+    assert b"".join(out + pipe.close()) == b"".join(chunks)
+
+
 @settings(max_examples=200, deadline=None)
 @given(tokens_st, cuts_st, gaps_st)
 def test_the_text_dialect_keeps_the_text_per_event_name(

@@ -205,13 +205,27 @@ class PlainText(Dialect):
     name = "plain"
     provider = "text"
     merges = True
+    envelope: Envelope = (b"", b"")  # the only one: a merged frame is the text's own bytes
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._held = False  # the decoder holds the first bytes of a character
 
     def delta(self, raw: bytes) -> Delta | None:
         """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
-        return None, (b"", b""), self._decoder.decode(raw)
+        return None, self.envelope, self.text(raw)
+
+    def text(self, raw: bytes) -> str:
+        """The text of ``raw`` and of what came before it unfinished. Raises ``UnicodeDecodeError`` for
+        bytes that are not UTF-8. Whole characters (the usual chunk) skip the incremental decoder."""
+        if not self._held:
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # a character cut at the end (the decoder holds it) or not UTF-8 (it raises too)
+        text: str = self._decoder.decode(raw)
+        self._held = bool(self._decoder.getstate()[0])
+        return text
 
     def build(self, envelope: Envelope, text: str) -> bytes:
         return text.encode("utf-8")
@@ -220,6 +234,7 @@ class PlainText(Dialect):
         """Bytes of a character not finished yet (or never), exactly as received."""
         pending: bytes = self._decoder.getstate()[0]
         self._decoder.reset()
+        self._held = False
         return pending
 
     def error_event(self, info: ErrorInfo) -> bytes | None:
