@@ -74,7 +74,9 @@ class Coalescer(Generic[K, E]):
         # Last time text was emitted (leading edge). Buffered text always goes out later than it came, so
         # when the buffer is empty this is also the last time text was buffered.
         self._last: float | None = None
-        self._seen = 0.0  # latest clock reading, for flush(), which is not given one
+        # Latest clock reading but the arrival of the last buffered piece (flush() takes the later of
+        # the two; it is not given a clock), so that buffering a piece needs no store here.
+        self._seen = 0.0
         self._states: dict[K, MarkdownState] = {}
         self._state = MarkdownState()
 
@@ -116,7 +118,6 @@ class Coalescer(Generic[K, E]):
                 return [(envelope, text)]
             self._due = now + self._delay
             self._grace = False
-        self._seen = now
         size = len(text) if text.isascii() else _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
@@ -146,7 +147,9 @@ class Coalescer(Generic[K, E]):
         """Emit everything buffered, as one piece (before a non-mergeable event, at end, on error)."""
         if not self._parts:
             return []
-        return [self._take("".join(map(_text_of, self._parts)), -1, self._seen)]
+        parts = self._parts
+        now = self._seen if self._seen > parts[-1][1] else parts[-1][1]
+        return [self._take("".join(map(_text_of, parts)), -1, now)]
 
     def _cut(self, now: float, out: list[tuple[E, str]]) -> None:
         """Deadline cut: everything overdue, extended to the best safe cut after it."""

@@ -131,7 +131,7 @@ class Spliced(Dialect):
         if QUOTE in contents:
             return None
         try:
-            return contents.decode("utf-8")
+            return contents.decode()
         except UnicodeDecodeError:
             return None
 
