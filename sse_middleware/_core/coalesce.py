@@ -21,6 +21,7 @@ waiting for its continuation, then sent anyway. So the bound for those few chara
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 from .markdown import MarkdownState, best_cut, complete_end
@@ -29,6 +30,7 @@ __all__ = ["Coalescer"]
 
 K = TypeVar("K")
 E = TypeVar("E")
+_text_of = itemgetter(0)  # a buffered part's text (in C: the buffer is joined without a Python loop)
 _MAX_STATES = 32  # markdown contexts kept per stream (one per merge key: content block, choice)
 
 
@@ -72,7 +74,9 @@ class Coalescer(Generic[K, E]):
         # Last time text was emitted (leading edge). Buffered text always goes out later than it came, so
         # when the buffer is empty this is also the last time text was buffered.
         self._last: float | None = None
-        self._seen = 0.0  # latest clock reading, for flush(), which is not given one
+        # Latest clock reading but the arrival of the last buffered piece (flush() takes the later of
+        # the two; it is not given a clock), so that buffering a piece needs no store here.
+        self._seen = 0.0
         self._states: dict[K, MarkdownState] = {}
         self._state = MarkdownState()
 
@@ -84,28 +88,42 @@ class Coalescer(Generic[K, E]):
             return []
         parts = self._parts
         out: list[tuple[E, str]] = []
-        if parts:
+        if parts and key != self._key:
             if now < parts[-1][1]:
                 now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
-            if key != self._key:
-                out.append(self._take("".join([p[0] for p in parts]), -1, now))
-        self._seen = now
+            out.append(self._take("".join(map(_text_of, parts)), -1, now))
         if not parts:
             self._key = key
             self._state = self._state_for(key)
-            if self._last is None or now - self._last >= self._delay:
-                self._last = now
+        more = self.push(envelope, text, now)
+        if more:
+            out += more
+        return out
+
+    def push(self, envelope: E, text: str, now: float) -> list[tuple[E, str]] | None:
+        """:meth:`feed` for a non-empty ``text`` of the key fed last, whether or not text is buffered:
+        what a stream's consecutive deltas of one key take, without comparing keys. None: nothing now."""
+        parts = self._parts
+        if parts:
+            if now < parts[-1][1]:
+                now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
+            if self._grace:  # new text may complete the held grapheme: re-cut at once
+                self._grace = False
+                self._due = parts[0][1]
+        else:
+            last = self._last
+            if last is None or now - last >= self._delay:
+                self._seen = self._last = now
                 self._state.advance(text)
-                out.append((envelope, text))
-                return out
+                return [(envelope, text)]
             self._due = now + self._delay
             self._grace = False
-        elif self._grace:  # new text may complete the held grapheme: re-cut at once
-            self._grace = False
-            self._due = parts[0][1]
-        size = _utf8_len(text)
+        size = len(text) if text.isascii() else _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
+        if now < self._due and self._bytes < self._max:
+            return None
+        out: list[tuple[E, str]] = []
         if now >= self._due:
             self._cut(now, out)
         if self._bytes >= self._max:
@@ -118,7 +136,8 @@ class Coalescer(Generic[K, E]):
 
     def tick(self, now: float) -> list[tuple[E, str]]:
         """Called by the timer at/after :meth:`deadline`; emits at least every overdue character."""
-        self._seen = max(self._seen, now)
+        if now > self._seen:
+            self._seen = now
         out: list[tuple[E, str]] = []
         if self._parts and now >= self._due:
             self._cut(now, out)
@@ -128,7 +147,9 @@ class Coalescer(Generic[K, E]):
         """Emit everything buffered, as one piece (before a non-mergeable event, at end, on error)."""
         if not self._parts:
             return []
-        return [self._take("".join([p[0] for p in self._parts]), -1, self._seen)]
+        parts = self._parts
+        now = self._seen if self._seen > parts[-1][1] else parts[-1][1]
+        return [self._take("".join(map(_text_of, parts)), -1, now)]
 
     def _cut(self, now: float, out: list[tuple[E, str]]) -> None:
         """Deadline cut: everything overdue, extended to the best safe cut after it."""
@@ -143,9 +164,12 @@ class Coalescer(Generic[K, E]):
                 hard += len(s)
             else:
                 hard_open = False
-        text = "".join([p[0] for p in self._parts])
+        text = "".join(map(_text_of, self._parts))
         st = self._state
-        cut = best_cut(text, st, must) or best_cut(text, st, must, respect_markers=False)
+        if must == len(text):  # all of it is overdue: the end, unless it ends in an incomplete grapheme
+            cut = must if complete_end(text, st) == must else 0  # what best_cut() finds then, see tests
+        else:
+            cut = best_cut(text, st, must) or best_cut(text, st, must, respect_markers=False)
         grace = False
         if not cut:  # overdue characters end in an incomplete grapheme at the very end
             end = complete_end(text, st)
@@ -164,7 +188,7 @@ class Coalescer(Generic[K, E]):
     def _shrink(self, now: float, out: list[tuple[E, str]]) -> None:
         """Size cut: keep at most half the buffer, cut at the best point; never leave it at max_bytes."""
         while self._bytes >= self._max:
-            text = "".join([p[0] for p in self._parts])
+            text = "".join(map(_text_of, self._parts))
             n, st = len(text), self._state
             cut = best_cut(text, st, n // 2) or best_cut(text, st) or complete_end(text, st) or -1
             out.append(self._take(text, cut, now))
@@ -183,19 +207,23 @@ class Coalescer(Generic[K, E]):
             self._bytes = 0
         else:
             piece = text[:cut]
-            i = acc = freed = 0
-            while acc + len(parts[i][0]) <= cut:
-                acc += len(parts[i][0])
-                freed += parts[i][3]
-                i += 1
-            if acc < cut:  # the cut falls inside part i: keep its tail with its own time and envelope
-                s, t, e, size = parts[i]
-                rest = s[cut - acc :]
-                rest_size = _utf8_len(rest)
-                freed += size - rest_size
+            # From the end: a cut usually falls in one of the last parts (the last word is kept).
+            i, start, kept = len(parts), len(text), 0
+            while True:
+                s, t, e, size = parts[i - 1]
+                start -= len(s)
+                if start < cut:
+                    break
+                kept += size  # parts[i - 1] lies wholly after the cut
+                i -= 1
+            if cut - start < len(s):  # the cut falls inside it: keep its tail with its time and envelope
+                rest = s[cut - start :]
+                rest_size = len(rest) if rest.isascii() else _utf8_len(rest)
+                i -= 1
                 parts[i] = (rest, t, e, rest_size)
+                kept += rest_size
             del parts[:i]
-            self._bytes -= freed
+            self._bytes = kept
         self._state.advance(piece)
         self._last = now
         return envelope, piece

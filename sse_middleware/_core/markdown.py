@@ -20,7 +20,8 @@ _MARKERS = "`~$|*_\\"  # inline/block markup whose half, shown alone, renders as
 _LINE_CAP = 256  # chars of an unfinished emitted line kept for classifying it (bounded memory)
 _CJK = "\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff"
 # Cut points are searched right to left in C (str.rfind, or re over a reversed copy), never with a
-# Python loop per character. Wide (non-ASCII) needles are only tried when the text is not ASCII.
+# Python loop per character; a needle the text does not hold at all costs one ``in`` test, no search.
+# Wide (non-ASCII) needles are only tried when the text is not ASCII.
 _SENTENCE_ENDS = (". ", "! ", "? ")  # few needles: each costs an rfind (a quoted end still cuts at its space)
 _SENTENCE_WIDE = (*_SENTENCE_ENDS, "\u3002", "\uff01", "\uff1f")
 _SPACES, _SPACES_WIDE = (" ", "\t"), (" ", "\t", "\u3000")
@@ -101,38 +102,51 @@ class MarkdownState(GraphemeState):
         """Record that ``text`` was sent to the client."""
         if not text:
             return
-        segs = text.split("\n")
-        if len(segs) == 1:
-            self._line += text[: _LINE_CAP - len(self._line)]
+        if "\n" not in text:
+            if len(self._line) < _LINE_CAP:
+                self._line = (self._line + text)[:_LINE_CAP]
         else:
+            segs = text.split("\n")
             _, _, self._fence, self._math, self._table = _walk(
                 self._line, segs, self._fence, self._math, self._table, len(text) + 1
             )
             self._line = segs[-1][:_LINE_CAP]
-        super().advance(text)
+        if text[-1] < "\x7f":  # GraphemeState.advance's own first test, without the call
+            self._ri_odd, self._pict = 0, False
+        else:
+            super().advance(text)
 
 
 def _hold_from(text: str, state: MarkdownState, line_start: int, fence: str, math: bool) -> int:
     """Where a trailing unfinished construct starts: a partial grapheme, a run of markers, a fence line
     being typed, a ``[..](`` link in progress. Cutting at or before it keeps it whole for the next frame.
     Only the last line is inspected, so this is O(line), never O(buffer)."""
-    h = complete_end(text, state)
+    h, last = len(text), text[-1]
+    if last >= "\x7f":  # an ASCII end is complete_end's own first test, done here without the call
+        h = complete_end(text, state)
+    elif last == "\r":
+        h -= 1
     if h <= line_start:
         return h
-    s = ((state._line if line_start == 0 else "") + text[line_start:h]).lstrip(" \t")
+    tail = text[line_start:h]
+    line = state._line + tail if line_start == 0 else tail  # the whole last line, as the reader has it
     if fence:  # inside code only a closing fence being typed matters; markers are literal
+        s = line.lstrip(" \t")
         return line_start if s and not s.rstrip(" \t\r").strip(fence[0]) else h
     i = h
     while i > line_start and text[i - 1] in ("$\\" if math else _MARKERS):
         i -= 1
     if math:
         return i
-    run = text[i:h]
-    if run and run[0] in "`*_~" and run == run[0] * len(run) and s[: len(s) - len(run)].count(run) % 2:
-        i = h  # the run closes an open span of the same length (``**bold**``, `` `code` ``): complete
-    if s.startswith(("```", "~~~")):
+    if i < h:
+        run = text[i:h]
+        if run[0] in "`*_~" and run == run[0] * len(run):
+            s = line.lstrip(" \t")
+            if s[: len(s) - len(run)].count(run) % 2:
+                i = h  # the run closes an open span of the same length (``**bold**``, `` `code` ``): complete
+    if ("`" in line or "~" in line) and line.lstrip(" \t").startswith(("```", "~~~")):
         return line_start
-    lb = text.rfind("[", line_start, i)
+    lb = text.rfind("[", line_start, i) if "[" in tail else -1
     if lb >= 0:
         rb = text.find("]", lb, i)
         if rb < 0 or rb == i - 1 or (text.startswith("(", rb + 1) and text.find(")", rb + 2, i) < 0):
@@ -145,10 +159,13 @@ def _after_needle(text: str, needles: tuple[str, ...], lo: int, hi: int, state: 
     while hi >= lo:
         p = 0
         for s in needles:
-            i = text.rfind(s, max(lo - len(s), 0), hi)
-            if i >= 0 and i + len(s) > p:
-                p = i + len(s)
-        if not p or is_grapheme_boundary(text, p, state):
+            if s in text:
+                k = len(s)
+                i = text.rfind(s, lo - k if lo > k else 0, hi)
+                if i >= 0 and i + k > p:
+                    p = i + k
+        # Every needle ends in a space or CJK punctuation: an ASCII character after it starts a cluster.
+        if not p or p == len(text) or text[p] < "\x7f" or is_grapheme_boundary(text, p, state):
             return p
         hi = p - 1
     return 0
@@ -180,16 +197,18 @@ def best_cut(text: str, state: MarkdownState, lo: int = 1, *, respect_markers: b
     coalescer's fallback when a deadline leaves no better choice).
     """
     n = len(text)
-    lo = max(lo, 1)
+    if lo < 1:
+        lo = 1
     if lo > n:
         return 0
-    segs = text.split("\n")
     fence, math = state._fence, state._math
-    if len(segs) > 1:
+    line_start = 0
+    if "\n" in text:
+        segs = text.split("\n")
         block, newline, fence, math, _ = _walk(state._line, segs, fence, math, state._table, lo)
         if block or newline:  # newlines lie before the last line, hence before any hold
             return block or newline
-    line_start = n - len(segs[-1])
+        line_start = n - len(segs[-1])
     hi = _hold_from(text, state, line_start, fence, math) if respect_markers else complete_end(text, state)
     if hi < lo:
         return 0

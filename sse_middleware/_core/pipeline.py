@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from .._settings import StreamingSettings
 from . import headers as kinds
 from .coalesce import Coalescer
-from .dialects import Delta, Dialect, RouteRelay, detect, initial
+from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
+from .dialects.base import Spliced
 from .errors import ErrorInfo
 from .sse import Framer
 from .wire import CR, Envelope
@@ -44,15 +45,30 @@ class Pipeline:
         self._relay = relay if settings.coalesce else None  # nothing to learn for when nothing merges
         self.framer = Framer() if kind == kinds.SSE else None
         self.dialect: Dialect = initial(kind, settings, headers)
+        self._plain = self.dialect if isinstance(self.dialect, PlainText) else None
         self.coalescer: Coalescer[Any, Envelope] | None = None
         if settings.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
+        # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer.
+        self._lane: tuple[Spliced, Coalescer[Any, Envelope]] | None = None
         if rec is not None and not self.dialect.detecting:
             rec.dialect(self.dialect.provider, self.dialect.operation)
 
     def feed(self, body: bytes, now: float) -> list[bytes]:
         """App bytes -> frames to send now."""
+        lane = self._lane
+        if lane is not None:
+            # The last event merged and nothing is held: an event in the same envelope merges at once,
+            # without the framer (it would hand the body back as it is) or a search for events in it.
+            spliced, merging = lane
+            text = spliced.same_text(body)
+            if text is not None:
+                if self.rec is not None:
+                    self.rec.chunk(now, True)
+                pieces = merging.push(spliced.envelope, text, now)
+                return self._frames(pieces) if pieces else []
+            self._lane = None
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
@@ -80,30 +96,38 @@ class Pipeline:
                     self._observe(dialect, raw, now)
             return [blob]
         out = []
+        merged = False
         for raw in _events(blob):
             delta = dialect.delta(raw)
-            if delta is not None and delta[2]:
+            merged = delta is not None and bool(delta[2])
+            if delta is not None and merged:
                 out.extend(self._merge(coalescer, delta, now))
             else:  # an empty delta still goes out: it may carry what starts a tool call
                 out.extend(self.flush())
                 out.append(raw)
                 self._observe(dialect, raw, now)
+        if merged and not framer.pending and isinstance(dialect, Spliced):
+            self._lane = (dialect, coalescer)  # the framer's context is the envelope's end: skip it
         return out
 
     def _feed_bytes(self, body: bytes, now: float) -> list[bytes]:
-        coalescer = self.coalescer
-        if coalescer is None:
+        coalescer, plain = self.coalescer, self._plain
+        if coalescer is None or plain is None:  # NDJSON, or text/plain that turned out not to be UTF-8
             if self.rec is not None:
                 self.rec.chunk(now, True)
             return [body]
         try:
-            delta = self.dialect.delta(body)
+            text = plain.text(body)
         except UnicodeDecodeError:  # not UTF-8 after all: never alter it, forward it as it comes
             out = self.flush()
             self.coalescer = None
             out.append(body)
             return out
-        return self._merge(coalescer, delta, now) if delta is not None else [body]
+        if self.rec is not None:
+            self.rec.chunk(now, True)
+        # One merge key (None) for the whole stream: its text goes to the coalescer without a key.
+        pieces = coalescer.push(plain.envelope, text, now) if text else None
+        return self._frames(pieces) if pieces else []
 
     def _detect(self, blob: bytes) -> Dialect:
         """The dialect, from the first event with data in ``blob``; still undetected if it has none."""
@@ -144,13 +168,21 @@ class Pipeline:
     def _frames(self, pieces: list[tuple[Envelope, str]]) -> list[bytes]:
         """Merged pieces as wire frames, each in its first event's envelope."""
         build = self.dialect.build
+        if len(pieces) == 1:  # the usual flush
+            envelope, piece = pieces[0]
+            return [build(envelope, piece)]
         return [build(env, piece) for env, piece in pieces]
 
     def deadline(self) -> float | None:
-        return self.coalescer.deadline() if self.coalescer is not None else None
+        coalescer = self.coalescer  # its deadline(), inlined: the responder asks after every token
+        return coalescer._due if coalescer is not None and coalescer._parts else None
 
     def tick(self, now: float) -> list[bytes]:
-        return self._frames(self.coalescer.tick(now)) if self.coalescer is not None else []
+        coalescer = self.coalescer
+        if coalescer is None:
+            return []
+        pieces = coalescer.tick(now)
+        return self._frames(pieces) if pieces else []
 
     def flush(self) -> list[bytes]:
         """Everything merged so far, before something that cannot merge, or at the end."""

@@ -192,39 +192,38 @@ class Framer:
     itself. ``pending`` says how many bytes of an unfinished event are held.
     """
 
-    __slots__ = ("_held", "_held_len", "_prev")
+    __slots__ = ("_held", "_prev", "pending")
 
     def __init__(self) -> None:
         self._held: list[bytes] = []
-        self._held_len = 0
+        self.pending = 0
         self._prev = b"\n\n"  # the last bytes seen (the context of a CRLF or blank line cut across chunks)
 
-    @property
-    def pending(self) -> int:
-        return self._held_len
-
     def feed(self, chunk: bytes) -> bytes:
+        if not self.pending and chunk.endswith(b"\n\n") and len(chunk) > 2:  # whole events: the usual
+            self._prev = chunk[-3:]
+            return chunk
         if not chunk:
             return b""
         before, self._prev = self._prev, (self._prev + chunk)[-3:]
-        if chunk.endswith(b"\n\n") and not self._held_len:
+        if chunk.endswith(b"\n\n") and not self.pending:
             return chunk
         cut = _last_boundary(chunk, before)
         if not cut:  # still inside the event: keep it in pieces, never re-join or re-scan what is held
             self._held.append(chunk)
-            self._held_len += len(chunk)
+            self.pending += len(chunk)
             return b""
-        out = b"".join((*self._held, chunk[:cut])) if self._held_len else chunk[:cut]
+        out = b"".join((*self._held, chunk[:cut])) if self.pending else chunk[:cut]
         rest = chunk[cut:]
         self._held = [rest] if rest else []
-        self._held_len = len(rest)
+        self.pending = len(rest)
         return out
 
     def take(self) -> bytes:
         """Hand over the held partial event (to forward it when it grew too large to hold)."""
         held = b"".join(self._held)
         self._held.clear()
-        self._held_len = 0
+        self.pending = 0
         return held
 
 

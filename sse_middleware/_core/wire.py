@@ -26,7 +26,7 @@ Known = tuple[bytes, bytes, Hashable]
 """A dialect's last delta envelope and key, to read the next event of the same shape without a parse."""
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes | str) -> Any:
     try:
         return json.loads(data)
     except ValueError:
@@ -34,34 +34,18 @@ def loads(data: bytes) -> Any:
 
 
 def unescape(contents: bytes) -> str | None:
-    """A JSON string's contents (between the quotes) as text; None if they are not valid."""
-    try:
-        return loads(b'"' + contents + b'"') if BACKSLASH in contents else contents.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    """A JSON string's contents (between the quotes) as text; None if they are not valid.
 
-
-def same_envelope(last: Known | None, raw: bytes) -> Delta | None:
-    """The last delta's key and envelope again, with the new text between: what a full parse of ``raw``
-    would find when only the text differs (consecutive deltas usually differ in nothing else).
-
-    The text must need no unescaping and hold no quote, CR or LF; anything else takes the full parse.
+    Decoded the way ``json.loads`` decodes a whole UTF-8 document, so that the text is what a full parse
+    of the event would find (``json.loads`` of bytes would guess UTF-16 from a NUL after the quote).
     """
-    if last is None:
-        return None
-    before, after, key = last
-    if not (raw.startswith(before) and raw.endswith(after)):
-        return None
-    end = len(raw) - len(after)
-    if end <= len(before):
-        return None  # no text: whatever the parse says about an empty one
-    contents = raw[len(before) : end]
-    if QUOTE in contents or BACKSLASH in contents or LF in contents or CR in contents:
-        return None
     try:
-        return key, (before, after), contents.decode("utf-8")
+        if BACKSLASH not in contents:
+            return contents.decode("utf-8")
+        text = loads('"' + contents.decode("utf-8", "surrogatepass") + '"')
     except UnicodeDecodeError:
         return None
+    return text if isinstance(text, str) else None
 
 
 def is_done(raw: bytes) -> bool:
@@ -74,11 +58,19 @@ def escape(text: str) -> bytes:
     """JSON string contents, compact; U+2028/9 escaped because JavaScript parsers of old choke on them.
 
     A lone surrogate (valid JSON: ``"\\ud800"``) goes out as that same escape, never as an error.
+    Text with nothing to escape (most merged text) is its UTF-8, without the encoder's round trip.
     """
+    if _ESCAPED.search(text) is None:
+        return text.encode()
     out = json.dumps(text, ensure_ascii=False)[1:-1]
     if "\u2028" in out or "\u2029" in out:
         out = out.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     return out.encode("utf-8", "backslashreplace")
+
+
+# What escape() changes: json.dumps(ensure_ascii=False) escapes the quote, the backslash and C0 controls;
+# U+2028/9 are escaped on top; a lone surrogate cannot be UTF-8 and becomes its escape.
+_ESCAPED: Final = re.compile('["\\\\\x00-\x1f\u2028\u2029\ud800-\udfff]')
 
 
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:

@@ -8,6 +8,7 @@ the text per key, and every other event in order with the text each key had befo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,13 @@ ARGS_TEXT = json.dumps(TOOL_ARGS, ensure_ascii=False)
 
 def pieces(text: str, size: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def ascii_json(stream: bytes) -> bytes:
+    """The same JSON events as ``json.dumps``' default (``ensure_ascii``) writes them: each non-ASCII
+    character as a ``\\u`` escape, astral ones as a surrogate pair, whose halves a token may split."""
+    text = stream.decode("utf-8", "surrogatepass")
+    return re.sub("[^\x00-\x7f]", lambda m: json.dumps(m[0])[1:-1], text).encode()
 
 
 def sse(obj: object, name: str | None = None, *, compact: bool = True) -> str:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sse_middleware import ConfigError, StreamingSettings
-from sse_middleware._core import headers
+from sse_middleware._core import headers, wire
 from sse_middleware._core.dialects import (
     AISDK,
     Anthropic,
@@ -38,7 +38,7 @@ from sse_middleware._core.errors import ErrorInfo, shutdown
 from sse_middleware._core.sse import parse
 
 from ..support.apps import anthropic_event, openai_chunk, responses_event
-from ..support.formats import chat, sse, tool_args, tool_head
+from ..support.formats import ascii_json, chat, sse, tool_args, tool_head
 
 INFO = ErrorInfo("internal_error", "The stream failed on the server.", "abc123")
 
@@ -194,6 +194,21 @@ def test_spliced_frames_stay_compact_json_with_the_first_envelope() -> None:
     body = json.loads(parse(merged)[0].data)
     assert body["choices"][0]["delta"]["content"] == "a\nb\\c"
     assert b"\n" not in merged.rstrip(b"\n")  # still one data line
+
+
+def reference_escape(text: str) -> bytes:
+    """What merged text was always escaped as: the JSON encoder, U+2028/9 escaped, lone surrogates too."""
+    out = json.dumps(text, ensure_ascii=False)[1:-1].replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return out.encode("utf-8", "backslashreplace")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates too
+    | st.text('ab "\\\n\t\x7f\x1fé\u2028\u2029\ud83d\ude00', max_size=8)
+)
+def test_text_with_nothing_to_escape_skips_the_encoder_and_gives_its_bytes(text: str) -> None:
+    assert wire.escape(text) == reference_escape(text)
 
 
 # -- Anthropic, Responses, AI SDK -------------------------------------------------------------------
@@ -414,7 +429,9 @@ MAKERS: list[Callable[[], Dialect]] = [
     AISDK,
     lambda: JsonRelay("text"),
 ]
-pieces_st = st.lists(st.text(alphabet=st.sampled_from('ab "\\\n{}é😀'), max_size=5), min_size=1, max_size=8)
+pieces_st = st.lists(
+    st.text(alphabet=st.sampled_from('ab "\\\n{}é😀\u2028\ud83d'), max_size=5), min_size=1, max_size=8
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -440,7 +457,9 @@ def test_the_envelope_cache_answers_what_the_full_parse_would(pieces: list[str],
             ]
         )
     )
-    events = [raw(build(p)) for p in pieces]
+    # Surrogates as they come: \\u escapes (json.dumps' default; a pair may be split), or raw (not UTF-8).
+    events = [build(p).encode("utf-8", "surrogatepass") for p in pieces]
+    events = [ascii_json(e) for e in events] if data.draw(st.booleans()) else events
     for make in MAKERS:
         cached, parsing = make(), make()
         for event in events:

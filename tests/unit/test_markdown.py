@@ -75,6 +75,15 @@ def test_best_cut_on_arbitrary_text(text: str, sent: str, lo: int) -> None:
         assert not (0 < p < len(text) and text[p - 1] == "\r" and text[p] == "\n")  # never inside CRLF
 
 
+@given(st.text(alphabet=TRICKY, max_size=40), st.text(alphabet=TRICKY, max_size=10))
+def test_a_cut_of_everything_is_the_end_unless_its_last_cluster_is_incomplete(text: str, sent: str) -> None:
+    """The coalescer's shortcut, without a search, when every buffered character is overdue."""
+    state = MarkdownState()
+    state.advance(sent)
+    n = len(text)
+    searched = best_cut(text, state, n) or best_cut(text, state, n, respect_markers=False)
+    assert searched == (n if complete_end(text, state) == n else 0)
+
 def test_regional_indicators_pair_from_the_start_of_the_run() -> None:
     u, s, f, r = "\U0001f1fa\U0001f1f8\U0001f1eb\U0001f1f7"
     text = u + s + f + r
@@ -160,6 +169,8 @@ def test_rank(text: str, emitted: str, head: str) -> None:
         ("see [docs](http://ex", "see "),  # link in progress
         ("see ![img](http://ex", "see "),  # image in progress
         ("see [docs", "see "),
+        ("see [the docs](http://ex", "see "),  # not at the space inside the link either
+        ("see [the docs", "see "),
         ("see [docs]", "see "),  # a "(" may follow
         ("see [docs](u) and", "see [docs](u) "),  # complete link
         ("**bold**", "**bold**"),  # a closing run is complete
@@ -178,6 +189,7 @@ def test_inside_a_fence_markers_are_literal_but_a_closing_fence_is_held() -> Non
     assert cut("foo()\n``", "```\n")[0] == "foo()\n"
     assert cut("foo()\n`` x", "```\n")[0] == "foo()\n"  # newline still wins
     assert cut("``", "```\n", "foo()\n")[0] == ""
+    assert cut("py x", "```")[0] == ""  # an opening fence line still being typed, its backticks sent
 
 
 def test_lo_and_respect_markers() -> None:

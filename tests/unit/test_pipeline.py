@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -15,7 +16,17 @@ from sse_middleware._core.pipeline import Pipeline
 from sse_middleware._core.sse import Event, encode, parse
 
 from ..support.apps import anthropic_event, openai_chunk
-from ..support.formats import ARGS_TEXT, FORMATS, TOOL_ARGS, chat, read, sse, tool_args, tool_head
+from ..support.formats import (
+    ARGS_TEXT,
+    FORMATS,
+    TOOL_ARGS,
+    ascii_json,
+    chat,
+    read,
+    sse,
+    tool_args,
+    tool_head,
+)
 from ..support.formats import stream as format_stream
 
 tokens_st = st.lists(
@@ -198,6 +209,63 @@ def test_every_dialect_keeps_the_text_per_key_and_the_order_of_everything(
     assert (texts, others) == read(fmt, stream)
 
 
+def lockstep(bodies: list[bytes], gaps: list[float], fast: Pipeline, full: Pipeline) -> list[bytes]:
+    """Feed both pipelines the same bodies and ticks; ``full`` never takes the fast lane. Step by step,
+    they must send the same frames and want the same deadlines. Returns the frames."""
+    now, frames = 0.0, []
+    for i, body in enumerate(bodies):
+        arrive = now + gaps[i % len(gaps)]
+        while (due := fast.deadline()) is not None and due <= arrive:
+            assert full.deadline() == due
+            out = fast.tick(due)
+            assert out == full.tick(due)
+            frames += out
+        now = arrive
+        full._lane = None  # type: ignore[attr-defined]
+        out = fast.feed(body, now)
+        assert out == full.feed(body, now)
+        assert fast.deadline() == full.deadline()
+        frames += out
+    out = fast.close()
+    assert out == full.close()
+    return frames + out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, gaps_st, st.booleans())
+def test_the_fast_lane_sends_what_the_full_path_sends(
+    fmt: str, tokens: list[str], cuts: list[int], gaps: list[float], escaped: bool
+) -> None:
+    """An event in the last merged delta's envelope takes a fast lane (no framer, no search for events,
+    no key comparison): under any chunking and timing, it sends what the full path sends."""
+    stream, s, pipeline = format_case(fmt, tokens)
+    stream = ascii_json(stream) if escaped else stream
+    bounds = [0, *sorted({min(c, len(stream)) for c in cuts} | {len(stream)})]
+    bodies = [stream[a:b] for a, b in itertools.pairwise(bounds)]
+    full = Pipeline("sse", s, None, **format_case(fmt, tokens)[2])  # its own relay route
+    lockstep(bodies, gaps, Pipeline("sse", s, None, **pipeline), full)
+
+
+def test_the_fast_lane_is_left_at_anything_but_a_merged_delta_that_ends_a_body() -> None:
+    """Taken by consecutive deltas; not while the framer holds part of an event (a comment line the next
+    body's data line joins), nor after an event that turned a relay off."""
+    bodies = [openai_chunk(None, role=True), openai_chunk("Hel"), openai_chunk("lo"), openai_chunk("!")[:-1]]
+    bodies += ["\n", openai_chunk("a") + ": note\n", openai_chunk("b"), openai_chunk("c")]
+    fast = Pipeline("sse", StreamingSettings(), None)
+    frames = lockstep([b.encode() for b in bodies], [0.01], fast, Pipeline("sse", StreamingSettings(), None))
+    assert fast._lane is not None  # type: ignore[attr-defined]
+    assert content(frames) == ("Hello!abc", ["role"])
+    assert b": note\n" + openai_chunk("b").encode() in b"".join(frames)  # one event, forwarded as it came
+    relay = [sse({"text": "a"}), sse({"text": "b"}) + sse({"n": 1}), sse({"text": "c"}), sse({"text": "d"})]
+    frames = lockstep(
+        [b.encode() for b in relay],
+        [0.01],
+        Pipeline("sse", StreamingSettings(), None, relay=learned()),
+        Pipeline("sse", StreamingSettings(), None, relay=learned()),
+    )
+    assert b"".join(frames) == "".join(relay).encode()  # after the break, nothing merges
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_every_dialect_merges_a_fast_stream_several_fold(fmt: str) -> None:
     """Events 1 ms apart (a fast API): several-fold fewer events; the control, coalescing off, forwards
@@ -292,6 +360,14 @@ def test_text_plain_bytes_are_never_altered_under_any_chunking(
         out += pipe.feed(body[last:bound], now)
         last = bound
     assert b"".join(out + pipe.close()) == body
+
+
+def test_text_plain_that_breaks_utf8_after_a_held_lead_byte_is_forwarded_as_it_came() -> None:
+    """A chunk ends in a lead byte (held for its character) and the next starts with ASCII: not UTF-8,
+    so from there on the bytes go out as they came, the held byte first."""
+    pipe, chunks = Pipeline("text", StreamingSettings(), None), [b"ab", b"cd\xc3", b"ef", b"gh"]
+    out = [frame for i, chunk in enumerate(chunks) for frame in pipe.feed(chunk, i * 0.01)]
+    assert b"".join(out + pipe.close()) == b"".join(chunks)
 
 
 @settings(max_examples=200, deadline=None)

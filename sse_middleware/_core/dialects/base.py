@@ -23,7 +23,20 @@ from typing import Any, ClassVar
 
 from ..errors import ErrorInfo
 from ..sse import Event, encode
-from ..wire import Delta, Envelope, Known, dumps, escape, same_envelope, simple, unescape, with_retry
+from ..wire import (
+    BACKSLASH,
+    CR,
+    LF,
+    QUOTE,
+    Delta,
+    Envelope,
+    Known,
+    dumps,
+    escape,
+    simple,
+    unescape,
+    with_retry,
+)
 
 __all__ = ["Delta", "Dialect", "Generic", "Opaque", "PlainText", "Spliced", "Text", "Undetected", "sse_error"]
 
@@ -87,15 +100,40 @@ class Spliced(Dialect):
 
     def __init__(self) -> None:
         self._last: Known | None = None  # the last delta's envelope and key
+        self.envelope: Envelope = (b"", b"")  # the same envelope, one object for every delta it answers
+        self._text_at = slice(0, 0)  # where the text lies in an event of that envelope (none before one)
 
     def delta(self, raw: bytes) -> Delta | None:
-        same = same_envelope(self._last, raw)
-        if same is not None:
-            return same
+        last = self._last
+        if last is not None:
+            text = self.same_text(raw)
+            if text is not None:
+                return last[2], self.envelope, text
         found = self.read(raw)
         if found is not None:
-            self._last = (found[1][0], found[1][1], found[0])
+            before, after = self.envelope = found[1]
+            self._last = (before, after, found[0])
+            self._text_at = slice(len(before), -len(after))  # an envelope's end is never empty
         return found
+
+    def same_text(self, raw: bytes) -> str | None:
+        """The text of ``raw`` when it is the last delta's envelope around another non-empty text: what
+        a full parse would find then (consecutive deltas usually differ in nothing else). The text must
+        be a valid JSON string body on one line; anything else, including no last delta, is None."""
+        before, after = self.envelope
+        if not (raw.endswith(after) and raw.startswith(before)):
+            return None
+        contents = raw[self._text_at]
+        if not contents or LF in contents or CR in contents:
+            return None  # no text (whatever a parse says about an empty one), or not one line
+        if BACKSLASH in contents:
+            return unescape(contents)  # None unless valid: an unescaped quote or a bad escape
+        if QUOTE in contents:
+            return None
+        try:
+            return contents.decode()
+        except UnicodeDecodeError:
+            return None
 
     def read(self, raw: bytes) -> Delta | None:
         """The delta in ``raw`` by a full read, or None."""
@@ -167,13 +205,27 @@ class PlainText(Dialect):
     name = "plain"
     provider = "text"
     merges = True
+    envelope: Envelope = (b"", b"")  # the only one: a merged frame is the text's own bytes
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._held = False  # the decoder holds the first bytes of a character
 
     def delta(self, raw: bytes) -> Delta | None:
         """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
-        return None, (b"", b""), self._decoder.decode(raw)
+        return None, self.envelope, self.text(raw)
+
+    def text(self, raw: bytes) -> str:
+        """The text of ``raw`` and of what came before it unfinished. Raises ``UnicodeDecodeError`` for
+        bytes that are not UTF-8. Whole characters (the usual chunk) skip the incremental decoder."""
+        if not self._held:
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # a character cut at the end (the decoder holds it) or not UTF-8 (it raises too)
+        text: str = self._decoder.decode(raw)
+        self._held = bool(self._decoder.getstate()[0])
+        return text
 
     def build(self, envelope: Envelope, text: str) -> bytes:
         return text.encode("utf-8")
@@ -182,6 +234,7 @@ class PlainText(Dialect):
         """Bytes of a character not finished yet (or never), exactly as received."""
         pending: bytes = self._decoder.getstate()[0]
         self._decoder.reset()
+        self._held = False
         return pending
 
     def error_event(self, info: ErrorInfo) -> bytes | None:
