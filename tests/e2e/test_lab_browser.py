@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..support.servers import example, require
+from ..support.browser import chromium
+from ..support.servers import example
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 # The README's picture is refreshed on request (LAB_SCREENSHOT=docs/lab.png); a plain run leaves the
 # tree clean and writes to a temporary file, still proving the screenshot can be taken.
 SCREENSHOT = Path(os.environ.get("LAB_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-lab.png")
@@ -39,15 +37,8 @@ def lab_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    require(CHROMIUM if Path(CHROMIUM).exists() else None, f"chromium at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(None, "the playwright package")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
