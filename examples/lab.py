@@ -40,11 +40,12 @@ STATIC = Path(__file__).with_name("lab_static")
 
 
 def lab_settings() -> StreamingSettings:
-    """Settings from the environment, with a 1 s heartbeat so the tool-call silence shows pings."""
+    """Settings from the environment, with a 1 s heartbeat so the tool-call silence shows pings, and
+    resumable streams (in this process's memory) so the network drop resumes."""
     settings = StreamingSettings.from_env()
-    if "SSE_MIDDLEWARE_HEARTBEAT_INTERVAL" not in os.environ:
-        settings = settings.replace({"heartbeat_interval": 1.0})
-    return settings
+    lab_defaults = {"heartbeat_interval": 1.0, "resume": True}
+    unset = {k: v for k, v in lab_defaults.items() if f"SSE_MIDDLEWARE_{k.upper()}" not in os.environ}
+    return settings.replace(unset)
 
 
 def build_app(settings: StreamingSettings | None = None, *, telemetry: bool = True) -> Starlette:
@@ -63,6 +64,7 @@ def build_app(settings: StreamingSettings | None = None, *, telemetry: bool = Tr
                 "heartbeat_interval": settings.heartbeat_interval,
                 "coalesce": settings.coalesce,
                 "coalesce_max_delay": settings.coalesce_max_delay,
+                "resume": settings.resume,
             },
         })
 

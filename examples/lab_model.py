@@ -59,11 +59,16 @@ class Scenario:
     pause: float = 0.0
     fail_at: float | None = None
     """Fraction of the answer after which the app raises (a crash mid-answer)."""
+    drop_at: float | None = None
+    """Fraction of the answer after which the page cuts its streams' connections (a network drop)."""
+    offline: float = 1.0
+    """Seconds the network stays down after a drop."""
 
     def public(self) -> dict[str, Any]:
         return {
             "name": self.name, "label": self.label, "description": self.description,
             "ttft": self.ttft, "tpot": self.tpot, "jitter": self.jitter,
+            "tokens": len(tokenize(self.answer)), "drop_at": self.drop_at, "offline": self.offline,
         }
 
 
@@ -83,6 +88,9 @@ SCENARIOS: dict[str, Scenario] = {
                  pause_after="query_metrics(service=\"chat\", window=\"24h\")`…*\n\n", pause=4.0),
         Scenario("failure", "Failure mid-answer", "The app raises an exception halfway through.",
                  _answer("report"), ttft=0.8, tpot=0.015, fail_at=0.45),
+        Scenario("drop", "Network drop", "The streams' connections drop for 1 s mid-answer; the middleware's "
+                 "resumes with Last-Event-ID, the raw one has lost the rest.",
+                 _answer("report"), ttft=0.8, tpot=0.015, drop_at=0.4),
     )
 }
 

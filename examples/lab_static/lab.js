@@ -6,7 +6,7 @@ const PANELS = [
     url: "/raw/v1/chat/completions", stream: false },
   { id: "raw", title: "Streaming, raw", subtitle: "One SSE event per token; no middleware.",
     url: "/raw/v1/chat/completions", stream: true },
-  { id: "mw", title: "Streaming + StreamingMiddleware", subtitle: "One line added: coalesced, kept alive, safe errors.",
+  { id: "mw", title: "Streaming + StreamingMiddleware", subtitle: "One line added: coalesced, kept alive, safe errors, resumable.",
     url: "/mw/v1/chat/completions", stream: true },
 ];
 const LOG_LIMIT = 300;
@@ -98,7 +98,10 @@ async function run() {
   lab.t0 = performance.now();
   log(0, "all", "start", `${lab.scenario.label}: TTFT ${body.ttft} s, TPOT ${Math.round(body.tpot * 1000)} ms ± ${Math.round(body.jitter * 100)} %`);
   requestAnimationFrame(tick);
-  await Promise.allSettled(lab.panels.map((p) => p.run(body, lab.t0, lab.controller.signal)));
+  // A network drop: a fraction of the way through the planned answer, on the shared clock.
+  const sc = lab.scenario;
+  const drop = sc.drop_at === null ? null : { at: body.ttft + sc.drop_at * sc.tokens * body.tpot, offline: sc.offline };
+  await Promise.allSettled(lab.panels.map((p) => p.run(body, lab.t0, lab.controller.signal, drop)));
   lab.tEnd = Math.max(...lab.panels.map((p) => p.s.end ?? 0));
   lab.running = false;
   document.body.dataset.run = "finished";
@@ -142,7 +145,8 @@ async function init() {
   }
   const st = config.settings;
   $("settings-note").textContent = `middleware: heartbeat after ${st.heartbeat_interval} s of silence, ` +
-    (st.coalesce ? `coalescing window ${Math.round(st.coalesce_max_delay * 1000)} ms` : "coalescing off");
+    (st.coalesce ? `coalescing window ${Math.round(st.coalesce_max_delay * 1000)} ms` : "coalescing off") +
+    (st.resume ? ", resumable (Last-Event-ID)" : "");
   const template = $("panel-template");
   for (const spec of PANELS) {
     const root = template.content.firstElementChild.cloneNode(true);

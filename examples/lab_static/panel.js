@@ -44,91 +44,68 @@ class Panel {
     this.snaps.push({ ...this.s, len: this.text.length });
   }
 
-  async run(body, t0, signal) {
+  /** Run this panel's request. ``drop`` ({at, offline}, seconds): the network cuts a streamed panel's
+   *  connection at ``at`` on the shared clock, for ``offline`` seconds; then a stream whose events had ids
+   *  reconnects with ``Last-Event-ID`` (what EventSource does on its own), one without has lost the rest. */
+  async run(body, t0, signal, drop = null) {
     const now = () => (performance.now() - t0) / 1000;
     this.snap(0, { status: "waiting" });
-    const watchdog = new AbortController();
-    let timer = setTimeout(() => watchdog.abort(), STALL_MS);
-    signal.addEventListener("abort", () => watchdog.abort());
+    let link = new AbortController(), why = null; // the connection now, and why it was cut: stop, stall, drop
+    const cut = (reason) => { why = why || reason; link.abort(); };
+    let timer = null;
+    const rearm = () => { clearTimeout(timer); timer = setTimeout(() => cut("stall"), STALL_MS); };
+    rearm();
+    signal.addEventListener("abort", () => cut("stop"));
+    const dropTimer = drop && this.spec.stream
+      ? setTimeout(() => cut("drop"), Math.max(0, t0 + drop.at * 1000 - performance.now())) : null;
+    const headers = { "Content-Type": "application/json" };
+    let lastEventId = "";
     try {
-      const resp = await fetch(this.spec.url, {
-        method: "POST", signal: watchdog.signal, headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ ...body, stream: this.spec.stream }),
-      });
-      const reader = resp.body.getReader();
-      const parser = new SSEParser();
-      const chunks = [];
-      let done = false;
       for (;;) {
-        const { value, done: eof } = await reader.read();
-        clearTimeout(timer);
-        timer = setTimeout(() => watchdog.abort(), STALL_MS);
-        if (eof) break;
-        const t = now();
-        if (!this.spec.stream || !resp.ok) {
-          chunks.push(value);
-          this.marks.push({ t, kind: "frame" });
-          this.snap(t, { frames: this.s.frames + 1 });
-          continue;
-        }
-        const before = this.text.length;
-        const changes = { frames: this.s.frames + 1, events: this.s.events, heartbeats: this.s.heartbeats };
-        for (const item of parser.feed(value)) {
-          if (item.type === "comment") {
-            changes.heartbeats++;
-            this.marks.push({ t, kind: "hb" });
-            this.log(t, "hb", `: ${item.text}`);
-            continue;
+        const parser = new SSEParser();
+        try {
+          const resp = await fetch(this.spec.url, {
+            method: "POST", signal: link.signal, headers, body: JSON.stringify({ ...body, stream: this.spec.stream }),
+          });
+          await this._read(resp, parser, now, rearm);
+          break;
+        } catch (exc) {
+          lastEventId = parser.lastEventId || lastEventId;
+          if (why !== "drop") throw exc;
+          const t = now();
+          this.marks.push({ t, kind: "drop" });
+          this.snap(t, {});
+          if (!lastEventId) {
+            this.log(t, "err", "network drop: the connection broke; its events had no ids to resume from");
+            throw Object.assign(new Error("dropped"), { kind: "drop" });
           }
-          changes.events++;
-          if (item.data === "[DONE]") { done = true; continue; }
-          const msg = JSON.parse(item.data);
-          if (msg.error || item.event === "error") {
-            const err = msg.error || msg;
-            this.log(t, "err", `${item.event === "error" ? "event: error " : ""}data: ${item.data}`);
-            throw Object.assign(new Error(err.message || "error event"), { kind: "event", detail: err });
-          }
-          for (const choice of msg.choices || []) this.text += choice.delta?.content || "";
-          if (msg.usage) Object.assign(changes, { tokens: msg.usage.completion_tokens, exact: true });
+          this.log(t, "drop", `network drop: offline for ${drop.offline} s`);
+          await new Promise((ok) => setTimeout(ok, drop.offline * 1000));
+          if (signal.aborted) { why = "stop"; throw new Error("stopped"); }
+          link = new AbortController();
+          why = null;
+          rearm();
+          headers["Last-Event-ID"] = lastEventId;
+          this.marks.push({ t: now(), kind: "resume" });
+          this.log(now(), "resume", `reconnected with Last-Event-ID: ${lastEventId}`);
         }
-        if (this.text.length > before) {
-          changes.lastText = t;
-          if (this.s.ttft === null) {
-            changes.ttft = t;
-            this.log(t, "first", `first text after ${fmtS(t)}`);
-          }
-          changes.status = "streaming";
-        }
-        this.marks.push({ t, kind: this.text.length > before ? "text" : "frame" });
-        this.snap(t, changes);
       }
       const t = now();
-      if (!this.spec.stream || !resp.ok) {
-        const raw = new TextDecoder().decode(await new Blob(chunks).arrayBuffer());
-        let doc = null;
-        try { doc = JSON.parse(raw); } catch { /* not JSON: shown below as text */ }
-        if (!resp.ok) {
-          const message = doc?.error?.message || raw.slice(0, 200) || resp.statusText;
-          this.log(t, "err", `HTTP ${resp.status}: ${raw.slice(0, 160)}`);
-          throw Object.assign(new Error(message), { kind: "http", status: resp.status });
-        }
-        this.text = doc.choices[0].message.content;
-        this.snap(t, { ttft: t, lastText: t, tokens: doc.usage?.completion_tokens ?? 0, exact: true });
-      } else if (!done) {
-        throw Object.assign(new Error("The stream ended without [DONE]: the answer may be cut off."), { kind: "eof" });
-      }
       this.marks.push({ t, kind: "end" });
       this.snap(t, { status: "done", end: t });
       this.log(t, "done", `done: ${this.s.tokens} tokens in ${this.s.frames} frame${this.s.frames === 1 ? "" : "s"}`);
     } catch (exc) {
       const t = now();
       let error;
-      if (signal.aborted) error = { title: "Stopped", message: "You stopped this run." };
-      else if (watchdog.signal.aborted) error = { title: "Stalled", message: `No bytes for ${STALL_MS / 1000} s.` };
+      if (why === "stop") error = { title: "Stopped", message: "You stopped this run." };
+      else if (why === "stall") error = { title: "Stalled", message: `No bytes for ${STALL_MS / 1000} s.` };
       else if (exc.kind === "event") error = { title: "Error event from the server", message: exc.message, detail: exc.detail };
       else if (exc.kind === "http") error = { title: `HTTP ${exc.status}`, message: exc.message };
       else if (exc.kind === "eof") error = { title: "Truncated", message: exc.message };
-      else {
+      else if (exc.kind === "drop") {
+        error = { title: "Connection dropped", message: "The network dropped mid-answer. The events had no ids, " +
+          "so there is nothing to resume from: the rest of the answer is lost (asking again starts it over)." };
+      } else {
         error = { title: "Connection dropped", message: "The connection broke mid-answer and the server said nothing: " +
           "to the client this looks exactly like a network failure." };
         this.log(t, "err", `connection dropped (${exc.message})`);
@@ -137,6 +114,71 @@ class Panel {
       this.snap(t, { status: "error", end: t, error });
     } finally {
       clearTimeout(timer);
+      clearTimeout(dropTimer);
+    }
+  }
+
+  /** Read one response to its end (a streamed one must end with [DONE]); throws on anything else. */
+  async _read(resp, parser, now, rearm) {
+    const reader = resp.body.getReader();
+    const chunks = [];
+    let done = false;
+    for (;;) {
+      const { value, done: eof } = await reader.read();
+      rearm();
+      if (eof) break;
+      const t = now();
+      if (!this.spec.stream || !resp.ok) {
+        chunks.push(value);
+        this.marks.push({ t, kind: "frame" });
+        this.snap(t, { frames: this.s.frames + 1 });
+        continue;
+      }
+      const before = this.text.length;
+      const changes = { frames: this.s.frames + 1, events: this.s.events, heartbeats: this.s.heartbeats };
+      for (const item of parser.feed(value)) {
+        if (item.type === "comment") {
+          changes.heartbeats++;
+          this.marks.push({ t, kind: "hb" });
+          this.log(t, "hb", `: ${item.text}`);
+          continue;
+        }
+        changes.events++;
+        if (item.data === "[DONE]") { done = true; continue; }
+        const msg = JSON.parse(item.data);
+        if (msg.error || item.event === "error") {
+          const err = msg.error || msg;
+          this.log(t, "err", `${item.event === "error" ? "event: error " : ""}data: ${item.data}`);
+          throw Object.assign(new Error(err.message || "error event"), { kind: "event", detail: err });
+        }
+        for (const choice of msg.choices || []) this.text += choice.delta?.content || "";
+        if (msg.usage) Object.assign(changes, { tokens: msg.usage.completion_tokens, exact: true });
+      }
+      if (this.text.length > before) {
+        changes.lastText = t;
+        if (this.s.ttft === null) {
+          changes.ttft = t;
+          this.log(t, "first", `first text after ${fmtS(t)}`);
+        }
+        changes.status = "streaming";
+      }
+      this.marks.push({ t, kind: this.text.length > before ? "text" : "frame" });
+      this.snap(t, changes);
+    }
+    const t = now();
+    if (!this.spec.stream || !resp.ok) {
+      const raw = new TextDecoder().decode(await new Blob(chunks).arrayBuffer());
+      let doc = null;
+      try { doc = JSON.parse(raw); } catch { /* not JSON: shown below as text */ }
+      if (!resp.ok) {
+        const message = doc?.error?.message || raw.slice(0, 200) || resp.statusText;
+        this.log(t, "err", `HTTP ${resp.status}: ${raw.slice(0, 160)}`);
+        throw Object.assign(new Error(message), { kind: "http", status: resp.status });
+      }
+      this.text = doc.choices[0].message.content;
+      this.snap(t, { ttft: t, lastText: t, tokens: doc.usage?.completion_tokens ?? 0, exact: true });
+    } else if (!done) {
+      throw Object.assign(new Error("The stream ended without [DONE]: the answer may be cut off."), { kind: "eof" });
     }
   }
 
@@ -200,13 +242,14 @@ class Panel {
     g.fillStyle = color("--track");
     g.fillRect(0, h / 2 - dpr, w, 2 * dpr);
     const x = (t) => Math.min(w - dpr, (t / Math.max(tMax, 0.001)) * w);
-    const style = { frame: ["--muted", 0.45], text: ["--accent", 0.8], hb: ["--amber", 1], err: ["--red", 1], end: ["--ink", 0.7] };
+    const style = { frame: ["--muted", 0.45], text: ["--accent", 0.8], hb: ["--amber", 1], err: ["--red", 1], end: ["--ink", 0.7],
+      drop: ["--red", 1], resume: ["--green", 1] };
     for (const m of this.marks) {
       const [v, frac] = style[m.kind];
       g.fillStyle = color(v);
       g.globalAlpha = m.t > cursor ? 0.25 : 1;
       const hh = h * frac;
-      g.fillRect(x(m.t), (h - hh) / 2, m.kind === "err" || m.kind === "hb" ? 3 * dpr : Math.max(1, dpr), hh);
+      g.fillRect(x(m.t), (h - hh) / 2, ["err", "hb", "drop", "resume"].includes(m.kind) ? 3 * dpr : Math.max(1, dpr), hh);
     }
     g.globalAlpha = 1;
     if (this.s.ttft !== null && this.s.ttft <= cursor) {

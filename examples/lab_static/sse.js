@@ -7,6 +7,8 @@ class SSEParser {
     this.decoder = new TextDecoder("utf-8"); // strips one leading BOM, keeps partial UTF-8 across reads
     this.line = "";          // the unfinished line
     this.pendingCR = false;  // a CR at the end of a read may be half of a CRLF
+    this.idBuffer = "";      // the last id field seen; it becomes lastEventId when an event is dispatched
+    this.lastEventId = "";   // what a reconnect sends as Last-Event-ID
     this.reset();
   }
 
@@ -51,6 +53,7 @@ class SSEParser {
 
   _line(line, out) {
     if (line === "") {
+      this.lastEventId = this.idBuffer;
       if (this.hasData) out.push({ type: "event", event: this.event || "message", data: this.data.join("\n") });
       this.reset();
       return;
@@ -67,6 +70,8 @@ class SSEParser {
       this.hasData = true;
     } else if (field === "event") {
       this.event = value;
+    } else if (field === "id" && !value.includes("\0")) {
+      this.idBuffer = value;
     }
   }
 }

@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..support.servers import example, require
+from ..support.browser import chromium
+from ..support.servers import example
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 # The README's picture is refreshed on request (LAB_SCREENSHOT=docs/lab.png); a plain run leaves the
 # tree clean and writes to a temporary file, still proving the screenshot can be taken.
 SCREENSHOT = Path(os.environ.get("LAB_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-lab.png")
@@ -39,15 +37,8 @@ def lab_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    require(CHROMIUM if Path(CHROMIUM).exists() else None, f"chromium at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(None, "the playwright package")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -166,3 +157,24 @@ def test_tool_call_silence_shows_heartbeats(page: Page) -> None:
     assert int(metric(page, "raw", "heartbeats")) == 0, "control: no heartbeats without the middleware"
     assert page.locator("#log .log-hb").filter(has_text=": ping").count() >= 2
     assert page.get_attribute('[data-panel="mw"]', "data-state") == "done"
+
+
+def test_network_drop_the_middleware_panel_resumes_the_raw_one_loses_the_rest(page: Page) -> None:
+    run_scenario(page, "drop", ttft=0.3, tpot=8)
+    wait_finished(page)
+    whole = content(page, "buffered")
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "done"
+    assert content(page, "mw") == whole, "resumed: the whole answer, nothing missing, nothing twice"
+    # It was cut mid-answer, and came back with Last-Event-ID.
+    at_drop = page.evaluate("""() => {
+      const p = lab.panels.find((x) => x.spec.id === "mw");
+      const cut = p.marks.find((m) => m.kind === "drop").t;
+      return p.snaps.filter((s) => s.t <= cut).pop().len;
+    }""")
+    assert 0 < at_drop < len(whole) / 2, f"{at_drop} characters of {len(whole)} before the drop"
+    assert page.locator("#log .log-resume").filter(has_text="Last-Event-ID").count() == 1
+    # Control: the raw stream had no ids to resume from; what it showed before the drop is all it has.
+    assert page.get_attribute('[data-panel="raw"]', "data-state") == "error"
+    raw = content(page, "raw")
+    assert raw and len(raw) < len(whole) / 2
+    assert "Connection dropped" in page.inner_text('[data-panel="raw"] .error')

@@ -165,12 +165,14 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     {gzip}
+    {upstreams}
     server {{
         listen 127.0.0.1:{port};
         location / {{
-            proxy_pass http://127.0.0.1:{upstream};
+            proxy_pass http://{upstream};
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            {location}
         }}
     }}
 }}
@@ -182,16 +184,53 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
 
+# Several hosts: nginx's default round robin (one worker, no upstream keepalive: requests alternate), the
+# next host on a refused connection or a timeout, and which host answered in a header and a log.
+BALANCED = """
+    log_format upstream '$request_uri|$upstream_addr|$status';
+    upstream hosts {{
+        {servers}
+    }}"""
+BALANCED_LOCATION = """proxy_next_upstream error timeout;
+            add_header X-Upstream $upstream_addr always;
+            access_log {dir}/upstream.log upstream;"""
+
+
 @contextlib.contextmanager
-def nginx(upstream: int, *, gzip: bool) -> Iterator[str]:
-    """A real nginx proxying to 127.0.0.1:upstream with default buffering, optionally with gzip."""
+def nginx(upstream: int | Sequence[int], *, gzip: bool) -> Iterator[str]:
+    """A real nginx with default buffering, optionally with gzip, proxying to 127.0.0.1:upstream, or
+    round robin over several ports (see BALANCED: ``X-Upstream`` names the host that answered, and
+    ``upstream_log(url)`` lists every request with its host and status)."""
     binary = require(nginx_binary(), "nginx")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="nginx-") as tmp:
+        fields = {"dir": tmp, "port": port, "gzip": GZIP if gzip else ""}
+        if isinstance(upstream, int):
+            fields.update(upstreams="", upstream=f"127.0.0.1:{upstream}", location="")
+        else:
+            servers = " ".join(f"server 127.0.0.1:{p};" for p in upstream)
+            fields.update(upstreams=BALANCED.format(dir=tmp, servers=servers), upstream="hosts",
+                          location=BALANCED_LOCATION.format(dir=tmp))
         conf = Path(tmp) / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(dir=tmp, port=port, upstream=upstream, gzip=GZIP if gzip else ""))
-        with launch("nginx", [binary, "-p", tmp, "-c", str(conf)], port):
-            yield f"http://127.0.0.1:{port}"
+        conf.write_text(NGINX_CONF.format(**fields))
+        url = f"http://127.0.0.1:{port}"
+        _NGINX_DIRS[url] = Path(tmp)
+        try:
+            with launch("nginx", [binary, "-p", tmp, "-c", str(conf)], port):
+                yield url
+        finally:
+            del _NGINX_DIRS[url]
+
+
+_NGINX_DIRS: dict[str, Path] = {}
+
+
+def upstream_log(url: str) -> list[tuple[str, str, str]]:
+    """(request URI, the host(s) nginx tried, status) of each request so far to the balancing nginx at
+    ``url``, oldest first (nginx writes a line when the response ends)."""
+    log = _NGINX_DIRS[url] / "upstream.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [tuple(line.rsplit("|", 2)) for line in lines]  # type: ignore[misc]
 
 
 # -- probes of a server process -----------------------------------------------------------------------------
