@@ -1,5 +1,5 @@
 """The output side of one streaming response: the pipeline, the send gate, frames to the client (and to
-the resume log), the stream's watcher and what it does at each deadline, and how the stream ends.
+the resume log), and how the stream ends (what it does at each deadline is in :mod:`.stream_timers`).
 
 Made by the :class:`~.responder.Responder` when a response turns out to be a stream; the responder keeps
 the request's lifecycle (phases, the app's receive, pass-through) and hands every body here. The
@@ -21,32 +21,27 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._core import errors
-from .._core.deadlines import FINALIZE_SECONDS, Clocks, Due, due, next_deadline
+from .._core.deadlines import FINALIZE_SECONDS, Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Phase, move
 from .._core.pipeline import Pipeline
-from .._core.sse import comment
 from .._settings import StreamingSettings
 from .._types import Message, Send
 from .gate import SendGate
-from .watcher import Watcher, scope_time
+from .stream_timers import BODY, StreamTimers
+from .watcher import Watcher
 
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
     from .responder import Responder
 
-_BODY = "http.response.body"
 
-
-class Stream:
+class Stream(StreamTimers):
     __slots__ = (
-        "_due_write",
-        "_handover",
         "_send",
         "_trailers",
         "clocks",
-        "cut",
         "detached",
         "disconnected",
         "ending",
@@ -81,11 +76,11 @@ class Stream:
         self.watcher = Watcher(self.wake, self.peek)
         self.log: StreamLog | None = None
         self.detached = False  # resumable and its client gone: frames go to the log only
-        self.cut = False  # ended by us without a word to anyone (abandoned): the log is not complete
+        self.cut = False
         self.disconnected = False
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
-        self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
-        self._handover = False  # a shutdown asked a resumable stream to send its client away
+        self._due_write = None
+        self._handover = False
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -216,7 +211,7 @@ class Stream:
             self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
-                await self._send({"type": _BODY, "body": data, "more_body": not complete})
+                await self._send({"type": BODY, "body": data, "more_body": not complete})
                 if complete and self._trailers and (self.ending or end.get("exception")):
                     self._trailers = False  # the app will not send the trailers it declared
                     trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
@@ -280,134 +275,6 @@ class Stream:
     def error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
-    # -- the watcher's callbacks: when is the next deadline, and whatever is due ---------------------
-
-    def peek(self, now: float) -> float:
-        """The next deadline, with nothing done (``<= now``: something is due)."""
-        r = self.r
-        if r.phase is Phase.STREAMING:
-            if self._handover:
-                return now
-            deadline = next_deadline(self.settings, self.pipe, self.clocks)
-            return min(deadline, self._abandoned_at()) if self.detached else deadline
-        if r.phase in (Phase.CLOSING, Phase.ENDING):
-            return self.clocks.stop_at
-        return math.inf
-
-    async def wake(self, now: float) -> float:
-        """Do what is due at ``now``; return the next deadline (inf: none)."""
-        pipe, clocks, s, r = self.pipe, self.clocks, self.settings, self.r
-        if r.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
-            if now < clocks.stop_at:
-                return clocks.stop_at
-            r.cancel_app()  # a client that stopped reading cannot hold a deploy
-            return math.inf
-        if r.phase is not Phase.STREAMING:
-            return math.inf
-        if self._handover:
-            await self._hand_over(now)
-        what = due(s, pipe, clocks, now)
-        if what is Due.HARD_STOP:
-            r.cancel_app()
-            return math.inf
-        if what is Due.SHUTDOWN:
-            self.end(errors.shutdown(self.error_id(), s.shutdown_retry_ms))
-        elif what is Due.STALL:
-            self.end(errors.timeout(self.error_id(), s.stall_timeout))
-        elif self.detached and now >= self._abandoned_at():
-            logger.debug("a detached resumable stream nobody follows: ended")
-            self.cut = True
-            r.phase = move(r.phase, Phase.ENDING)
-            r.ours = True
-            r.cancel_app()
-        elif what is Due.POSTPONE or (what is Due.HEARTBEAT and self.detached):
-            clocks.last_write = now  # inside a huge event on the wire, or no client to keep alive
-        elif what is not Due.NOTHING and self.gate.busy:
-            # A send is in flight (a slow client holds it up). Never queue behind it, or a stuck client
-            # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
-            if what is Due.HEARTBEAT:
-                clocks.last_write = now
-            else:
-                with anyio.move_on_after(s.coalesce_max_delay):
-                    await self.gate.released().wait()
-        elif what is not Due.NOTHING:
-            await self._write_due(what, now)
-        if r.phase is not Phase.STREAMING:
-            return clocks.stop_at
-        deadline = next_deadline(s, pipe, clocks)
-        return min(deadline, self._abandoned_at()) if self.detached else deadline
-
-    def _abandoned_at(self) -> float:
-        log = self.log
-        return math.inf if log is None else log.unwatched_since + self.settings.resume_abandon_after
-
-    async def _write_due(self, what: Due, now: float) -> None:
-        """A flush of merged text or a heartbeat, written by the watcher between the app's writes."""
-        gate = self.gate
-        gate.busy = True  # taken before the frame is made: nothing can slip in between
-        try:
-            if what is Due.FLUSH:
-                frame = b"".join(self.pipe.tick(now))
-            else:
-                frame = comment(self.settings.heartbeat_comment)
-            if not frame:
-                return
-            # A client that stopped reading may hold this write: bounded by the shutdown (drain() moves
-            # it), so that the watcher is free to end the stream when the grace is over.
-            with anyio.CancelScope(deadline=scope_time(self.clocks.shutdown_at)) as self._due_write:
-                try:
-                    if what is Due.FLUSH:
-                        await self.deliver(frame, now)
-                    else:
-                        await self._send({"type": _BODY, "body": frame, "more_body": True})
-                        self.clocks.last_write = now
-                        if self.rec is not None:
-                            self.rec.frame(len(frame))
-                            self.rec.heartbeat()
-                except OSError:
-                    self.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
-                except Exception as exc:  # the server refused our write: the stream failed, not the app
-                    self.r.failure = exc
-                    self.end(errors.report(exc, self.settings, self.error_id(), self.disconnected))
-            self._due_write = None
-        finally:
-            gate.release()
-
-    # -- shutdown --------------------------------------------------------------------------------------
-
-    def drain(self, grace: float) -> None:
-        """The server is stopping: end this stream with a reconnect hint within the grace period; past it
-        (and the bounded cleanup), everything the response does is cancelled, so a client that stopped
-        reading cannot hold a deploy. A resumable stream hands its client over at once instead, and its app
-        produces into the log for the grace. Called from a loop callback (the signal), not from a task."""
-        self.clocks.shutdown(time.monotonic() + grace)
-        if self._due_write is not None:
-            self._due_write.deadline = scope_time(self.clocks.shutdown_at)
-        if self.log is not None and not self.detached:
-            self._handover = True
-            self.watcher.want(-math.inf)
-        self.watcher.want(self.clocks.shutdown_at)
-
-    async def _hand_over(self, now: float) -> None:
-        """Send a resumable stream's live client away with a reconnect hint (not logged: followers must not
-        replay it) and a clean end; the app goes on producing into the log."""
-        self._handover = False
-        await self.gate.take()
-        try:
-            if self.detached or self.disconnected:
-                return
-            hint = b"retry: %d\n\n" % self.settings.shutdown_retry_ms
-            merged = b"".join(self.pipe.flush())
-            if merged:
-                await self.deliver(merged, now)
-            if not self.disconnected:
-                await self._send({"type": _BODY, "body": hint, "more_body": False})
-        except OSError:
-            pass
-        finally:
-            self.gate.release()
-        self._detach()
-
     # -- the disconnect listener (run by the watcher while the app does not listen itself) ------------
 
     async def listen(self) -> None:
@@ -416,4 +283,4 @@ class Stream:
 
 
 def _body(data: bytes) -> Message:
-    return {"type": _BODY, "body": data, "more_body": True}
+    return {"type": BODY, "body": data, "more_body": True}
