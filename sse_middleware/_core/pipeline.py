@@ -50,8 +50,9 @@ class Pipeline:
         if settings.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
-        # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer.
-        self._lane: tuple[Spliced, Coalescer[Any, Envelope]] | None = None
+        # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
+        # (None: a pass-through stream whose telemetry would find the last event's answers again).
+        self._lane: tuple[Spliced, Coalescer[Any, Envelope] | None] | None = None
         if rec is not None and not self.dialect.detecting:
             rec.dialect(self.dialect.provider, self.dialect.operation)
 
@@ -66,6 +67,8 @@ class Pipeline:
             if text is not None:
                 if self.rec is not None:
                     self.rec.chunk(now, True)
+                if merging is None:
+                    return [body]
                 pieces = merging.push(spliced.envelope, text, now)
                 return self._frames(pieces) if pieces else []
             self._lane = None
@@ -92,8 +95,11 @@ class Pipeline:
         coalescer = self.coalescer
         if coalescer is None:
             if self.rec is not None:  # each event on its own: content may follow message_start in a send
-                for raw in _events(blob):
+                events = _events(blob)
+                for raw in events:
                     self._observe(dialect, raw, now)
+                if len(events) == 1 and not framer.pending and isinstance(dialect, Spliced):
+                    self._pass_lane(dialect, blob)
             return [blob]
         out = []
         merged = False
@@ -151,6 +157,14 @@ class Pipeline:
             rec.chunk(now, dialect.content(raw))
             if dialect.wants_info(raw):
                 self._record_info(dialect, raw)
+
+    def _pass_lane(self, dialect: Spliced, event: bytes) -> None:
+        """Pass-through telemetry: after an event with a delta in it, the events that differ from it only
+        in their text take the fast lane. A delta is content, and never in an event with info to parse
+        (a dialect's read declines those: merging them would lose it), so the answers are the same."""
+        found = dialect.learn(event)  # not delta(): a relay's must not learn or forget its route here
+        if found is not None and found[2]:
+            self._lane = (dialect, None)
 
     def _record_info(self, dialect: Dialect, raw: bytes) -> None:
         """Model, id, finish reason and usage, when this event carries them."""

@@ -266,6 +266,68 @@ def test_the_fast_lane_is_left_at_anything_but_a_merged_delta_that_ends_a_body()
     assert b"".join(frames) == "".join(relay).encode()  # after the break, nothing merges
 
 
+class Observed:
+    """What a pipeline tells its stream's telemetry, in order: the calls StreamTelemetry gets per event."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def chunk(self, now: float, content: bool) -> None:
+        self.calls.append(("chunk", now, content))
+
+    def dialect(self, provider: str, operation: str) -> None:
+        self.calls.append(("dialect", provider, operation))
+
+    def response(self, **info: Any) -> None:
+        self.calls.append(("response", info))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, st.booleans(), st.booleans())
+def test_pass_through_telemetry_sees_on_the_fast_lane_what_it_sees_on_the_full_path(
+    fmt: str, tokens: list[str], cuts: list[int], escaped: bool, per_event: bool
+) -> None:
+    """Coalescing off, telemetry on: an event in the last content event's envelope takes the fast lane;
+    telemetry hears the same content flags and the same response info, and the bytes pass unchanged.
+    Sent an event per body (as apps do: the lane's case) or cut anywhere."""
+    stream, s, pipeline = format_case(fmt, tokens)
+    stream = ascii_json(stream) if escaped else stream
+    s = StreamingSettings(coalesce=False, dialect=s.dialect, json_text_field=s.json_text_field)
+    if per_event:
+        cuts = [i for i in range(len(stream)) if stream[i - 2 : i] == b"\n\n"]
+    bounds = [0, *sorted({min(c, len(stream)) for c in cuts} | {len(stream)})]
+    bodies = [stream[a:b] for a, b in itertools.pairwise(bounds)]
+    fast_rec, full_rec = Observed(), Observed()
+    fast = Pipeline("sse", s, fast_rec, **pipeline)  # type: ignore[arg-type]
+    full = Pipeline("sse", s, full_rec, **format_case(fmt, tokens)[2])  # type: ignore[arg-type]
+    assert b"".join(lockstep(bodies, [0.01], fast, full)) == stream
+    assert fast_rec.calls == full_rec.calls
+
+
+def test_pass_through_telemetry_takes_the_fast_lane_between_content_events_only() -> None:
+    """The lane opens at a content event with nothing to parse, and the finish chunk leaves it: its info
+    (finish reason, usage) is read."""
+    rec = Observed()
+    p = Pipeline("sse", StreamingSettings(coalesce=False), rec)  # type: ignore[arg-type]
+    p.feed(openai_chunk(None, role=True).encode(), 0.0)
+    assert p._lane is None  # type: ignore[attr-defined]
+    for i, token in enumerate(["Hel", "lo", "!"]):
+        p.feed(openai_chunk(token).encode(), float(i))
+        assert p._lane is not None  # type: ignore[attr-defined]
+    p.feed(openai_chunk(None, finish="stop").encode(), 9.0)
+    assert p._lane is None  # type: ignore[attr-defined]
+    assert [c[2] for c in rec.calls if c[0] == "chunk"] == [False, True, True, True, False]
+    assert [c[1].get("finish_reason") for c in rec.calls if c[0] == "response"][-1] == "stop"
+    # Usage on every content chunk (the same object each time): each one is read, none takes the lane.
+    rec = Observed()
+    p = Pipeline("sse", StreamingSettings(coalesce=False), rec)  # type: ignore[arg-type]
+    p.feed(openai_chunk(None, role=True).encode(), 0.0)
+    usage = ',"usage":{"prompt_tokens":5}}'
+    for i, token in enumerate(["Hel", "lo", "!"]):
+        p.feed(openai_chunk(token)[: -len("}\n\n")].encode() + usage.encode() + b"\n\n", float(i))
+    assert sum(c[1].get("input_tokens") == 5 for c in rec.calls if c[0] == "response") == 3
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_every_dialect_merges_a_fast_stream_several_fold(fmt: str) -> None:
     """Events 1 ms apart (a fast API): several-fold fewer events; the control, coalescing off, forwards

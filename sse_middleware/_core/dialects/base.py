@@ -109,6 +109,10 @@ class Spliced(Dialect):
             text = self.same_text(raw)
             if text is not None:
                 return last[2], self.envelope, text
+        return self.learn(raw)
+
+    def learn(self, raw: bytes) -> Delta | None:
+        """:meth:`read`; a delta found becomes the envelope that :meth:`same_text` answers from."""
         found = self.read(raw)
         if found is not None:
             before, after = self.envelope = found[1]
