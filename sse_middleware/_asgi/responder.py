@@ -126,7 +126,7 @@ class Responder:
 
     def drain(self, grace: float | None = None) -> None:
         if self.stream is not None:
-            self.stream.drain(self.settings.shutdown_grace if grace is None else grace)
+            self.stream.timers.drain(self.settings.shutdown_grace if grace is None else grace)
 
     # -- receive: the app's, exactly the server's (see disconnect.py) --------------------------------
 

@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from .responder import Responder
 
 
-class Stream(StreamTimers):
+class Stream:
     __slots__ = (
-        "_send",
         "_trailers",
         "clocks",
+        "cut",
         "detached",
         "disconnected",
         "ending",
@@ -50,7 +50,9 @@ class Stream(StreamTimers):
         "pipe",
         "r",
         "rec",
+        "server_send",
         "settings",
+        "timers",
         "watcher",
     )
 
@@ -68,19 +70,18 @@ class Stream(StreamTimers):
         self.settings = settings
         self.pipe = pipe
         self.rec = rec
-        self._send = send  # the server's
+        self.server_send = send
         self._trailers = trailers  # the start declared trailers: the server waits for them
         self.clocks = Clocks()
         self.clocks.last_write = self.clocks.last_app = time.monotonic()
         self.gate = SendGate()
-        self.watcher = Watcher(self.wake, self.peek)
+        self.timers = StreamTimers(self)
+        self.watcher = Watcher(self.timers.wake, self.timers.peek)
         self.log: StreamLog | None = None
         self.detached = False  # resumable and its client gone: frames go to the log only
-        self.cut = False
+        self.cut = False  # ended by us without a word to anyone (abandoned): the log is not complete
         self.disconnected = False
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
-        self._due_write = None
-        self._handover = False
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -125,7 +126,7 @@ class Stream(StreamTimers):
             if self.detached:
                 return
         try:
-            await self._send(_body(data) if message is None else message)
+            await self.server_send(_body(data) if message is None else message)
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             if not self.client_left(cancel_app=False):
                 raise  # the app hears it, as it would without us
@@ -142,7 +143,7 @@ class Stream(StreamTimers):
             if merged:
                 await self.deliver(merged, time.monotonic())
             if not self.detached:
-                await self._send(message)
+                await self.server_send(message)
         finally:
             self.gate.release()
 
@@ -211,11 +212,11 @@ class Stream(StreamTimers):
             self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
-                await self._send({"type": BODY, "body": data, "more_body": not complete})
+                await self.server_send({"type": BODY, "body": data, "more_body": not complete})
                 if complete and self._trailers and (self.ending or end.get("exception")):
                     self._trailers = False  # the app will not send the trailers it declared
                     trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                    await self._send(trailers)
+                    await self.server_send(trailers)
         finally:
             if log is not None:
                 self.log = None
@@ -237,7 +238,7 @@ class Stream(StreamTimers):
         if r.phase is not Phase.STREAMING:
             return False
         if self.log is not None and not self.log.failed:
-            self._detach()
+            self.detach()
             return True
         self.watcher.stop()
         if cancel_app:
@@ -250,7 +251,7 @@ class Stream(StreamTimers):
         r.mw.forget(r)
         return False
 
-    def _detach(self) -> None:
+    def detach(self) -> None:
         log = self.log
         if log is None:
             return
