@@ -123,7 +123,7 @@ def test_lab_serves_its_page(lab: Server) -> None:
     for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
         assert httpx.get(f"{lab.url}/static/{asset}", timeout=10).status_code == 200
     scenarios = httpx.get(f"{lab.url}/api/config", timeout=10).json()["scenarios"]
-    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure"}
+    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop"}
 
 
 def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
