@@ -32,6 +32,7 @@ K = TypeVar("K")
 E = TypeVar("E")
 _text_of = itemgetter(0)  # a buffered part's text (in C: the buffer is joined without a Python loop)
 _MAX_STATES = 32  # markdown contexts kept per stream (one per merge key: content block, choice)
+EARLY_FRACTION = 0.25  # of max_delay: how close to its deadline buffered text may go out with a send
 
 
 def _utf8_len(text: str) -> int:
@@ -50,6 +51,7 @@ class Coalescer(Generic[K, E]):
         "_bytes",
         "_delay",
         "_due",
+        "_early",
         "_grace",
         "_key",
         "_last",
@@ -64,6 +66,10 @@ class Coalescer(Generic[K, E]):
         if max_delay < 0 or max_bytes < 1:
             raise ValueError("max_delay must be >= 0 and max_bytes >= 1")
         self._delay = max_delay
+        # A send that comes this close to the deadline takes the cut with it, a little early (the bound
+        # is an upper one), so that the timer rarely has to wake for it: at a steady token rate the
+        # app's own sends then carry every flush.
+        self._early = max_delay * EARLY_FRACTION
         self._max = max_bytes
         # Buffered pieces: (text, arrival time, envelope, UTF-8 size). Joined only when emitting.
         self._parts: list[tuple[str, float, E, int]] = []
@@ -121,11 +127,13 @@ class Coalescer(Generic[K, E]):
         size = len(text) if text.isascii() else _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
-        if now < self._due and self._bytes < self._max:
+        early = self._due - self._early
+        if now < early and self._bytes < self._max:
             return None
         out: list[tuple[E, str]] = []
-        if now >= self._due:
-            self._cut(now, out)
+        if now >= early:
+            # What is due by then, and at least the head (whose deadline it is: no rounding may leave it).
+            self._cut(now, out, max(now + self._early, self._due))
         if self._bytes >= self._max:
             self._shrink(now, out)
         return out
@@ -151,13 +159,16 @@ class Coalescer(Generic[K, E]):
         now = self._seen if self._seen > parts[-1][1] else parts[-1][1]
         return [self._take("".join(map(_text_of, parts)), -1, now)]
 
-    def _cut(self, now: float, out: list[tuple[E, str]]) -> None:
-        """Deadline cut: everything overdue, extended to the best safe cut after it."""
+    def _cut(self, now: float, out: list[tuple[E, str]], horizon: float | None = None) -> None:
+        """Deadline cut: everything overdue (at ``horizon``: a send may take what is due a little
+        later), extended to the best safe cut after it."""
         d = self._delay
         must = hard = 0
         hard_open = True
+        if horizon is None:
+            horizon = now
         for s, t, _, _ in self._parts:
-            if t + d > now:
+            if t + d > horizon:
                 break
             must += len(s)
             if hard_open and t + 2 * d <= now:

@@ -43,6 +43,25 @@ def test_silence_restarts_the_leading_edge() -> None:
     assert c.feed("k", 3, "d", 0.5) == [(3, "d")]  # max_delay of silence: at once
 
 
+def test_at_a_steady_rate_the_sends_carry_every_cut() -> None:
+    """Tokens 10 ms apart with a little jitter, the deadline 50 ms after the first buffered one: the send
+    that comes just before (or after) that deadline takes the cut with it, so the timer never has to run
+    one. Every character still goes out within max_delay. (Without the early window, the jitter decides
+    and about half the cuts need the timer.)"""
+    delay, gap = 0.05, 0.01
+    c: Coalescer[str, int] = Coalescer(delay, 4096)
+    arrivals = [i * gap + (0.0002 if i % 2 else 0.0) for i in range(200)]
+    sent_at: list[float] = []
+    for i, now in enumerate(arrivals):
+        sent_at += [now] * sum(len(text) for _, text in c.feed("k", i, "ab ", now))
+        due = c.deadline()
+        if i + 1 < len(arrivals):
+            assert due is None or due > arrivals[i + 1], (i, due)  # nothing for a timer to do
+    waits = [sent - arrivals[i // 3] for i, sent in enumerate(sent_at)]
+    assert len(waits) < 600 and max(waits) <= delay  # the tail is still buffered; none waited too long
+    assert len(set(sent_at)) < 60  # and it merges: about one frame per 50 ms, not one per token
+
+
 def test_key_change_flushes_and_empty_text_is_a_no_op() -> None:
     c: Coalescer[tuple[int, str], int] = Coalescer(D, 4096)
     c.feed((0, "text"), 0, "a", 0.0)
