@@ -9,12 +9,21 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 
+from .support import tier
 from .support.otel import Otel
 from .support.servers import Server, uvicorn
 
 BACKENDS = ["asyncio", pytest.param("trio", marks=pytest.mark.slow)]  # trio: the full run, not the fast tier
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tier.FAST = config.getoption("markexpr", "") == "not slow"  # the fast tier: fewer examples per property
+    if tier.FAST:  # for the properties that keep hypothesis' default number of examples
+        hypothesis.settings.register_profile("fast-tier", max_examples=20)
+        hypothesis.settings.load_profile("fast-tier")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -82,8 +82,10 @@ def fast(wrapped: Server, control: Server) -> dict[str, list[list[float]]]:
     first event (the role chunk, which nothing holds): the client's setup and the connection, which a
     loaded machine stretches by tens of milliseconds either way, are not the middleware's."""
     path = "/openai?n=240&delay=0.005"
-    return {name: [content_times(server.url + path, since_first_event=True) for _ in range(3)]
-            for name, server in (("ours", wrapped), ("theirs", control))}
+    return {
+        name: [content_times(server.url + path, since_first_event=True) for _ in range(3)]
+        for name, server in (("ours", wrapped), ("theirs", control))
+    }
 
 
 def test_the_first_token_is_never_delayed(fast: dict[str, list[list[float]]]) -> None:
@@ -108,6 +110,7 @@ def test_slow_tokens_each_go_out_at_once(wrapped: Server, control: Server) -> No
     arrival within JITTER of the bare app's (best of two runs each), counted from the stream's first event
     (the role chunk, sent at once) so that a loaded machine's slower request start is not counted."""
     path = "/openai?n=4&delay=0.3"
+
     def best_of_two(server: Server) -> list[float]:
         runs = [content_times(server.url + path, since_first_event=True) for _ in range(2)]
         return [min(t) for t in zip(*runs, strict=True)]

@@ -35,7 +35,8 @@ def test_fastapi_openai_streams_to_the_openai_sdk() -> None:
         url = server.url
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         stream = client.chat.completions.create(
-            model="echo", messages=[{"role": "user", "content": "what is TTFT?"}], stream=True)
+            model="echo", messages=[{"role": "user", "content": "what is TTFT?"}], stream=True
+        )
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
         assert text.startswith("You asked: “what is TTFT?”")
         assert text.endswith("✅")
@@ -92,19 +93,25 @@ def test_relay_streams_anthropic_and_openai_from_the_local_fake_upstream() -> No
     with example("relay.py") as server:
         url = server.url
         claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
-        with claude.messages.stream(model="claude-fake", max_tokens=100,
-                                    messages=[{"role": "user", "content": "hi"}]) as stream:
+        with claude.messages.stream(
+            model="claude-fake", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
             text = "".join(stream.text_stream)
         assert text.startswith("Relayed token by token from upstream")
         assert text.strip().endswith("✅")
 
         gpt = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        chunks = gpt.chat.completions.create(model="gpt-fake", messages=[{"role": "user", "content": "hi"}],
-                                             stream=True)
+        chunks = gpt.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).strip().endswith("✅")
 
-        body = {"model": "claude-fake", "max_tokens": 100, "stream": True,
-                "messages": [{"role": "user", "content": "hi"}]}
+        body = {
+            "model": "claude-fake",
+            "max_tokens": 100,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         assert _stream_headers(f"{url}/v1/messages", json=body)["x-accel-buffering"] == "no"
 
 
@@ -131,8 +138,12 @@ def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
     raw = openai.OpenAI(base_url=f"{lab.url}/raw/v1", api_key="unused", max_retries=0)
     short = (EXAMPLES / "lab_answers" / "short.md").read_text(encoding="utf-8")
     for client in (mw, raw):
-        stream = client.chat.completions.create(model="lab-sim", messages=[{"role": "user", "content": "hi"}],
-                                                stream=True, extra_body={"scenario": "short", **FAST})
+        stream = client.chat.completions.create(
+            model="lab-sim",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            extra_body={"scenario": "short", **FAST},
+        )
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == short
 
     body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
@@ -183,14 +194,20 @@ def test_lab_prints_spans_and_metrics_to_the_console(lab: Server) -> None:
 def test_lab_exports_over_otlp_http_when_configured() -> None:
     body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "short", **FAST}
     with OTLPReceiver() as rx:
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
-               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{rx.port}",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        }
         with example("lab.py", env) as server:
             url = server.url
             _stream_headers(f"{url}/mw/v1/chat/completions", json=body)
             _stream_headers(f"{url}/raw/v1/chat/completions", json=body)  # control: no middleware, no span
-            _wait_for(lambda: bool(rx.spans()) and any(m.name == "gen_ai.server.time_to_first_token"
-                                                        for m in rx.metrics()))
+            _wait_for(
+                lambda: (
+                    bool(rx.spans())
+                    and any(m.name == "gen_ai.server.time_to_first_token" for m in rx.metrics())
+                )
+            )
             time.sleep(1)  # let a span for the raw stream arrive, if one (wrongly) would
             assert "[otel span]" not in server.output(), "OTLP replaces the console"
         spans = rx.spans()

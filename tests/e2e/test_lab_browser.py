@@ -92,11 +92,14 @@ def content(page: Page, panel: str) -> str:
 
 
 def scrub_to(page: Page, t: float) -> None:
-    page.evaluate("""(t) => {
+    page.evaluate(
+        """(t) => {
       const s = document.getElementById("scrub");
       s.value = Math.round((t / lab.tEnd) * 1000);
       s.dispatchEvent(new Event("input"));
-    }""", t)
+    }""",
+        t,
+    )
 
 
 def test_report_streams_first_coalesced_and_replays(page: Page) -> None:

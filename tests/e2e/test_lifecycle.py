@@ -114,8 +114,9 @@ def tasks(server: Server) -> int:
 # -- heartbeats ----------------------------------------------------------------------------------------
 
 
-def test_heartbeats_keep_a_silent_stream_alive_and_never_split_an_event(wrapped: Server,
-                                                                         bare: Server) -> None:
+def test_heartbeats_keep_a_silent_stream_alive_and_never_split_an_event(
+    wrapped: Server, bare: Server
+) -> None:
     path = "/silence?hb=0.2&gap=0.6"  # 0.2 s heartbeats for this request; half an event in the middle
     ours, control = Reader(wrapped.url + path), Reader(bare.url + path)
     ours.join(10)
@@ -194,8 +195,10 @@ def test_head_gets_the_stream_headers_and_runs_as_without_us(wrapped: Server, ba
 def test_signal_ends_open_streams_with_a_reconnect_event(marks: Path, sig: int) -> None:
     names = [f"sig-{uuid.uuid4().hex}" for _ in range(3)]
     with serve(marks, shutdown_grace=1) as server:
-        readers = [Reader(server.url + f"{path}?mark={name}")
-                   for path, name in zip(("/forever", "/forever", "/raw"), names, strict=True)]
+        readers = [
+            Reader(server.url + f"{path}?mark={name}")
+            for path, name in zip(("/forever", "/forever", "/raw"), names, strict=True)
+        ]
         assert all(r.started_streaming.wait(10) for r in readers)
         started = time.monotonic()
         server.proc.send_signal(sig)
@@ -225,8 +228,9 @@ def test_without_the_middleware_open_streams_hold_the_shutdown(marks: Path) -> N
 
 
 @pytest.mark.parametrize("wrap", [True, False], ids=["ours", "control"])
-def test_uvicorn_graceful_timeout_cancellation_still_sends_the_reconnect_event(marks: Path,
-                                                                                wrap: bool) -> None:
+def test_uvicorn_graceful_timeout_cancellation_still_sends_the_reconnect_event(
+    marks: Path, wrap: bool
+) -> None:
     """uvicorn cancels the request after --timeout-graceful-shutdown (our grace is longer here), then
     re-raises SIGTERM a couple of loop turns later, which ends the process."""
     with serve(marks, "--timeout-graceful-shutdown", "1", wrap=wrap, shutdown_grace=30) as server:

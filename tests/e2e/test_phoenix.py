@@ -26,8 +26,13 @@ from ..support.phoenix import Phoenix, phoenix
 from ..support.servers import ROOT, Server, free_port, require, uvicorn, wait_for_port
 
 CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCREENSHOT = Path(os.environ.get("PHOENIX_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-phoenix.png")
 STREAMS = {  # query string -> the model the request body names
     "session=conv-42": "ok-model",
@@ -64,8 +69,12 @@ def spans(backend: Phoenix) -> dict[str, Any]:
                 break
             time.sleep(0.3)
     by_id = {s["context"]["span_id"]: s for s in found}
-    return {"all": found, "ours": ours, "by_id": by_id,
-            "by_model": {s["attributes"].get("gen_ai.request.model"): s for s in ours}}
+    return {
+        "all": found,
+        "ours": ours,
+        "by_id": by_id,
+        "by_model": {s["attributes"].get("gen_ai.request.model"): s for s in ours},
+    }
 
 
 def chat(app: Server, query: str, model: str) -> str:
@@ -147,8 +156,13 @@ def run_lab(extra_env: dict[str, str], model: str) -> str:
     env |= {"PYTHONPATH": path, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "200"}
     env |= extra_env
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "examples" / "lab.py"), "--port", str(port)],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "examples" / "lab.py"), "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             wait_for_port(port, proc, timeout=60)
             body = {"model": model, "stream": True, "scenario": "short", "ttft": 0.05, "tpot": 0.002}
@@ -163,8 +177,10 @@ def run_lab(extra_env: dict[str, str], model: str) -> str:
 
 
 def test_the_lab_sends_traces_to_phoenix_and_no_metrics_there(backend: Phoenix) -> None:
-    output = run_lab({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": backend.traces_endpoint,
-                      "OTEL_METRICS_EXPORTER": "none"}, "lab-per-signal")
+    output = run_lab(
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": backend.traces_endpoint, "OTEL_METRICS_EXPORTER": "none"},
+        "lab-per-signal",
+    )
     assert "405" not in output and "Failed to export" not in output, output
     deadline = time.monotonic() + 30
     while not [s for s in backend.spans() if s["attributes"].get("gen_ai.request.model") == "lab-per-signal"]:

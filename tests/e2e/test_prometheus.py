@@ -59,14 +59,21 @@ def prometheus(target_port: int) -> Iterator[str]:
         config = Path(tmp) / "prometheus.yml"
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs: [{job_name: app, static_configs: [{targets: [TARGET]}]}]\n"
-            .replace("TARGET", f"'127.0.0.1:{target_port}'")
+            "scrape_configs: [{job_name: app, static_configs: [{targets: [TARGET]}]}]\n".replace(
+                "TARGET", f"'127.0.0.1:{target_port}'"
+            )
         )
         log = (Path(tmp) / "prometheus.log").open("wb")
         proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp}/data",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            cwd=tmp,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         try:
             wait_for_port(port, proc, timeout=60)
@@ -134,8 +141,10 @@ def test_the_doc_has_the_queries_the_test_runs() -> None:
     assert set(doc_queries()) == {"ttft_p95", "tpot_p95", "gap_p95", "ttft_burn"}
 
 
-@pytest.mark.parametrize(("name", "index", "bounds"), [
-    ("ttft_p95", 0, TTFT_BUCKETS), ("tpot_p95", 1, GAP_BUCKETS), ("gap_p95", 1, GAP_BUCKETS)])
+@pytest.mark.parametrize(
+    ("name", "index", "bounds"),
+    [("ttft_p95", 0, TTFT_BUCKETS), ("tpot_p95", 1, GAP_BUCKETS), ("gap_p95", 1, GAP_BUCKETS)],
+)
 def test_p95_is_in_the_bucket_of_the_known_latency(
     results: dict[str, dict[str, float]], name: str, index: int, bounds: tuple[float, ...]
 ) -> None:

@@ -87,8 +87,13 @@ def runs(marks: Path, run: str, *, finished: bool = True, timeout: float = 30) -
 
 
 def host(name: str, marks: Path, store: str, **settings: object) -> contextlib.AbstractContextManager[Server]:
-    env = {"TEST_HOST": name, "TEST_MARKS": str(marks), "SSE_MIDDLEWARE_RESUME": "true",
-           "SSE_MIDDLEWARE_RESUME_STORE": store, "SSE_MIDDLEWARE_SHUTDOWN_GRACE": str(GRACE)}
+    env = {
+        "TEST_HOST": name,
+        "TEST_MARKS": str(marks),
+        "SSE_MIDDLEWARE_RESUME": "true",
+        "SSE_MIDDLEWARE_RESUME_STORE": store,
+        "SSE_MIDDLEWARE_SHUTDOWN_GRACE": str(GRACE),
+    }
     env.update({f"SSE_MIDDLEWARE_{k.upper()}": str(v) for k, v in settings.items()})
     return uvicorn(APP, env, "--timeout-graceful-shutdown", str(GRACE + 10))
 

@@ -39,8 +39,20 @@ def run(extra_env: dict[str, str]) -> list[tuple[str, int, dict[str, object]]]:
             "OTEL_BSP_SCHEDULE_DELAY": "100",
             **extra_env,
         }
-        cmd = [instrument, sys.executable, "-m", "uvicorn", "fastapi_openai:app", "--port", str(port),
-               "--host", "127.0.0.1", "--app-dir", str(ROOT / "examples"), "--no-access-log"]
+        cmd = [
+            instrument,
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "fastapi_openai:app",
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--app-dir",
+            str(ROOT / "examples"),
+            "--no-access-log",
+        ]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_for_port(port, proc, timeout=60)

@@ -108,7 +108,12 @@ async def tasks(request: Request) -> Response:
     return JSONResponse({"tasks": len(asyncio.all_tasks())})
 
 
-routes = [Route("/forever", forever), Route("/hang", hang), Route("/silence", silence),
-          Route("/tasks", tasks), Route("/raw", Raw())]
+routes = [
+    Route("/forever", forever),
+    Route("/hang", hang),
+    Route("/silence", silence),
+    Route("/tasks", tasks),
+    Route("/raw", Raw()),
+]
 bare = Starlette(routes=routes)
 app: Any = StreamingMiddleware(bare) if os.environ.get("TEST_WRAP", "1") == "1" else bare

@@ -30,10 +30,20 @@ def scope(
     query: bytes = b"",
     spec: str = "2.3",
 ) -> Message:
-    return {"type": "http", "asgi": {"version": "3.0", "spec_version": spec}, "http_version": "1.1",
-            "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
-            "query_string": query, "root_path": "", "headers": headers or [(b"host", b"test")],
-            "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000)}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": spec},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": headers or [(b"host", b"test")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
 
 
 def start(headers: list[tuple[bytes, bytes]] = SSE, **extra: Any) -> Message:

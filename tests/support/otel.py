@@ -144,8 +144,13 @@ class OTLPReceiver:
     def spans(self) -> list[Span]:
         """Every span received, across requests."""
         with self._lock:
-            return [s for r in self.trace_requests for rs in r.resource_spans for ss in rs.scope_spans
-                    for s in ss.spans]
+            return [
+                s
+                for r in self.trace_requests
+                for rs in r.resource_spans
+                for ss in rs.scope_spans
+                for s in ss.spans
+            ]
 
     def metrics(self) -> Iterator[Metric]:
         """Every metric received, across requests (a metric exported twice appears twice)."""

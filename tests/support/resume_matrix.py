@@ -17,9 +17,13 @@ def _redis() -> Iterator[RedisServer]:
         yield server
 
 
+# The fast tier keeps memory on asyncio; trio and the real redis-server are for the full run.
 @pytest.fixture(
-    params=[("asyncio", "memory"), ("trio", "memory"), ("asyncio", "redis")],
-    ids="-".join,
+    params=[
+        pytest.param(("asyncio", "memory"), id="asyncio-memory"),
+        pytest.param(("trio", "memory"), id="trio-memory", marks=pytest.mark.slow),
+        pytest.param(("asyncio", "redis"), id="asyncio-redis", marks=pytest.mark.slow),
+    ],
     name="backend_and_store",
 )
 def _backend_and_store(request: pytest.FixtureRequest) -> tuple[str, str]:

@@ -93,8 +93,13 @@ def launch(
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     environ = {k: v for k, v in os.environ.items() if k not in drop}
     with log.open("wb") as out:
-        proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                env={**environ, "PYTHONPATH": path, **(env or {})})
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**environ, "PYTHONPATH": path, **(env or {})},
+        )
     server = Server(proc, port, log)
     try:
         try:
@@ -111,22 +116,58 @@ def uvicorn(
 ) -> contextlib.AbstractContextManager[Server]:
     """``uvicorn app``; ``env`` adds variables (e.g. SSE_MIDDLEWARE_*, TEST_WRAP); ``extra`` its options."""
     port = free_port()
-    cmd = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-           "--app-dir", str(ROOT), "--no-access-log", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--app-dir",
+        str(ROOT),
+        "--no-access-log",
+        *extra,
+    ]
     return launch("uvicorn", cmd, port, env)
 
 
 def command(kind: str, app: str, port: int) -> list[str]:
     """The command line that serves ``app`` on ``port`` with server ``kind`` (one of SERVERS)."""
     if kind.startswith("uvicorn"):
-        return [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-                "--http", kind.split("-")[1], "--no-access-log", "--app-dir", str(ROOT)]
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--http",
+            kind.split("-")[1],
+            "--no-access-log",
+            "--app-dir",
+            str(ROOT),
+        ]
     if kind.startswith("hypercorn"):
         worker = kind.split("-")[1]
         return [sys.executable, "-m", "hypercorn", app, "--bind", f"127.0.0.1:{port}", "-k", worker]
     if kind == "granian":
-        return [str(BIN / "granian"), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
-                "--no-ws", "--log-level", "warning", app]
+        return [
+            str(BIN / "granian"),
+            "--interface",
+            "asgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-ws",
+            "--log-level",
+            "warning",
+            app,
+        ]
     raise ValueError(kind)
 
 
@@ -209,8 +250,11 @@ def nginx(upstream: int | Sequence[int], *, gzip: bool) -> Iterator[str]:
             fields.update(upstreams="", upstream=f"127.0.0.1:{upstream}", location="")
         else:
             servers = " ".join(f"server 127.0.0.1:{p};" for p in upstream)
-            fields.update(upstreams=BALANCED.format(dir=tmp, servers=servers), upstream="hosts",
-                          location=BALANCED_LOCATION.format(dir=tmp))
+            fields.update(
+                upstreams=BALANCED.format(dir=tmp, servers=servers),
+                upstream="hosts",
+                location=BALANCED_LOCATION.format(dir=tmp),
+            )
         conf = Path(tmp) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(**fields))
         url = f"http://127.0.0.1:{port}"

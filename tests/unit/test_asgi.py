@@ -31,8 +31,10 @@ SILENT = (b"data: a\n\n", 0.45, b"data: b\n\n")
 
 async def test_silence_gets_heartbeats_and_zero_disables_them() -> None:
     ours, off = Wire(), Wire()
-    assert await run_all((5, mw(Script(SILENT), heartbeat_interval=0.1, heartbeat_comment="hb"), ours),
-                         (5, mw(Script(SILENT), heartbeat_interval=0), off)) == [False, False]
+    assert await run_all(
+        (5, mw(Script(SILENT), heartbeat_interval=0.1, heartbeat_comment="hb"), ours),
+        (5, mw(Script(SILENT), heartbeat_interval=0), off),
+    ) == [False, False]
     assert ours.events() == off.events() == [Event("a"), Event("b")]
     assert 2 <= len(ours.comments()) <= 5 and set(ours.comments()) == {Comment("hb")}
     assert b"data: a\n\n: hb\n\n" in ours.data and ours.data.endswith(b": hb\n\ndata: b\n\n")
@@ -42,8 +44,10 @@ async def test_silence_gets_heartbeats_and_zero_disables_them() -> None:
 async def test_busy_stream_gets_no_heartbeat() -> None:
     busy, idle = Wire(), Wire()
     steps = tuple(x for i in range(20) for x in (b"data: %d\n\n" % i, 0.02))
-    await run_all((5, mw(Script(steps), heartbeat_interval=0.25), busy),
-                  (5, mw(Script(SILENT), heartbeat_interval=0.25), idle))
+    await run_all(
+        (5, mw(Script(steps), heartbeat_interval=0.25), busy),
+        (5, mw(Script(SILENT), heartbeat_interval=0.25), idle),
+    )
     assert len(busy.events()) == 20 and busy.comments() == []  # idle-based, not periodic
     assert idle.comments()  # control: the same interval on a silent stream does send comments
 
@@ -54,8 +58,9 @@ HALF = (b"data: before\n\n", b"data: hel", 0.4, b"lo\n\n", 0.3, b"data: after\n\
 async def test_heartbeat_never_lands_inside_a_held_partial_event() -> None:
     """The half event is held until its blank line, so comments go out before it, never inside."""
     ours, off = Wire(), Wire()
-    await run_all((5, mw(Script(HALF), heartbeat_interval=0.1), ours),
-                  (5, mw(Script(HALF), heartbeat_interval=0), off))
+    await run_all(
+        (5, mw(Script(HALF), heartbeat_interval=0.1), ours), (5, mw(Script(HALF), heartbeat_interval=0), off)
+    )
     assert ours.events() == off.events() == [Event("before"), Event("hello"), Event("after")]
     assert b"data: hello\n\n" in ours.data and len(ours.comments()) >= 3
     assert off.comments() == []  # control: the comments are the heartbeats
@@ -100,17 +105,21 @@ async def test_no_task_while_nothing_is_due(anyio_backend: str) -> None:
 async def test_a_parked_heartbeat_still_arrives() -> None:
     """The heartbeat 1.5 s away waits on a timer handle alone; it spawns the watcher when due."""
     client, control = Wire(), Wire()
-    await run_all((5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=1.5), client),
-                  (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=0), control))
+    await run_all(
+        (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=1.5), client),
+        (5, mw(Script((b"data: a\n\n", 1.8, b"data: b\n\n")), heartbeat_interval=0), control),
+    )
     assert client.data.count(b": ping\n\n") == 1 and b": ping" not in control.data
 
 
 async def test_no_heartbeats_on_non_sse_streams() -> None:
     steps = (b"line 1\n", 0.5, b"line 2\n")
     plain, ndjson, sse = Wire(), Wire(), Wire()
-    await run_all((5, mw(Script(steps, b"text/plain"), heartbeat_interval=0.1), plain),
-                  (5, mw(Script(steps, b"application/x-ndjson"), heartbeat_interval=0.1), ndjson),
-                  (5, mw(Script(steps), heartbeat_interval=0.1), sse))
+    await run_all(
+        (5, mw(Script(steps, b"text/plain"), heartbeat_interval=0.1), plain),
+        (5, mw(Script(steps, b"application/x-ndjson"), heartbeat_interval=0.1), ndjson),
+        (5, mw(Script(steps), heartbeat_interval=0.1), sse),
+    )
     for client in (plain, ndjson):
         assert client.messages[0]["headers"][-1] == (b"x-accel-buffering", b"no")  # a stream we handle
         assert client.data == b"line 1\nline 2\n"
@@ -149,8 +158,9 @@ async def test_disconnect_message_cancels_an_app_that_never_listens(caplog: pyte
 
 
 @pytest.mark.parametrize("error", [OSError, BrokenPipeError, ConnectionResetError])
-async def test_send_raising_oserror_reaches_the_app_as_without_us(error: type[OSError],
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+async def test_send_raising_oserror_reaches_the_app_as_without_us(
+    error: type[OSError], caplog: pytest.LogCaptureFixture
+) -> None:
     """ASGI >= 2.4: the server says the client is gone by raising from ``send``; the app hears it there,
     exactly as without us (its ``except`` and cleanup run as the app wrote them), and we log no error."""
     app, client = Script(endless=True), gone_after(3, error)
@@ -246,23 +256,30 @@ async def test_many_disconnects_leave_no_tasks_behind(caplog: pytest.LogCaptureF
 
 # -- stall timeout ---------------------------------------------------------------------------------------
 
-OPENAI_CHUNK = (b'data: {"id":"c1","object":"chat.completion.chunk",'
-                b'"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n')
-ANTHROPIC_CHUNK = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-                   b'"delta":{"type":"text_delta","text":"hi"}}\n\n')
+OPENAI_CHUNK = (
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+)
+ANTHROPIC_CHUNK = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
+)
 
 
-DIALECTS = {"sse": (b"data: hi\n\n", "timeout"), "openai": (OPENAI_CHUNK, "timeout"),
-            "anthropic": (ANTHROPIC_CHUNK, "timeout_error")}
+DIALECTS = {
+    "sse": (b"data: hi\n\n", "timeout"),
+    "openai": (OPENAI_CHUNK, "timeout"),
+    "anthropic": (ANTHROPIC_CHUNK, "timeout_error"),
+}
 
 
 async def test_stall_timeout_ends_the_stream_with_a_timeout_error() -> None:
     apps = {name: Script((first, 30.0)) for name, (first, _) in DIALECTS.items()}
     clients = {name: Wire() for name in DIALECTS}
     started = time.monotonic()
-    running = await run_all(*((5, mw(apps[n], stall_timeout=0.3, heartbeat_interval=0.1), clients[n])
-                              for n in DIALECTS),
-                            (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Wire()))
+    running = await run_all(
+        *((5, mw(apps[n], stall_timeout=0.3, heartbeat_interval=0.1), clients[n]) for n in DIALECTS),
+        (0.6, mw(Script((b"data: hi\n\n", 30.0)), stall_timeout=0), Wire()),
+    )
     assert running == [False, False, False, True]  # control: no stall timeout, the silence holds it open
     assert 0.3 <= time.monotonic() - started < 2.5
     for name, (_, kind) in DIALECTS.items():

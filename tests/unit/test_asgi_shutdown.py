@@ -24,8 +24,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pyt
 
 def ends_with_reconnect(client: Wire, retry: int = 1000) -> bool:
     last = client.events()[-1]
-    return (client.complete and last.event == "error" and last.retry == retry
-            and json.loads(last.data)["error"]["type"] == "server_shutdown")
+    return (
+        client.complete
+        and last.event == "error"
+        and last.retry == retry
+        and json.loads(last.data)["error"]["type"] == "server_shutdown"
+    )
 
 
 async def test_begin_shutdown_ends_every_open_stream_with_a_reconnect_hint() -> None:

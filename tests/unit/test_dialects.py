@@ -39,6 +39,7 @@ from sse_middleware._core.sse import parse
 
 from ..support.apps import anthropic_event, openai_chunk, responses_event
 from ..support.formats import ascii_json, chat, sse, tool_args, tool_head
+from ..support.tier import examples
 
 INFO = ErrorInfo("internal_error", "The stream failed on the server.", "abc123")
 
@@ -202,7 +203,7 @@ def reference_escape(text: str) -> bytes:
     return out.encode("utf-8", "backslashreplace")
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates too
     | st.text('ab "\\\n\t\x7f\x1fé\u2028\u2029\ud83d\ude00', max_size=8)
@@ -379,7 +380,7 @@ def test_shutdown_event_carries_a_retry_hint() -> None:
 texts_st = st.text(max_size=12)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(texts_st, st.integers(0, 3), st.booleans(), st.sampled_from(["text_delta", "thinking_delta"]))
 def test_fast_paths_agree_with_the_full_parse(text: str, index: int, with_usage: bool, kind: str) -> None:
     """The compact-shape regexes skip the JSON parse; they must merge exactly what a parse would. Each
@@ -434,7 +435,7 @@ pieces_st = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(pieces_st, st.data())
 def test_the_envelope_cache_answers_what_the_full_parse_would(pieces: list[str], data: st.DataObject) -> None:
     """Consecutive events of one shape skip the parse; a dialect that always parses agrees, event by event."""
@@ -468,7 +469,7 @@ def test_the_envelope_cache_answers_what_the_full_parse_would(pieces: list[str],
             assert cached.delta(event) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200) | st.text(max_size=60).map(lambda t: f"data: {t}\n\n".encode()))
 def test_no_dialect_raises_on_any_event(event: bytes) -> None:
     for make in [*MAKERS, Text, Generic]:

@@ -57,9 +57,14 @@ SLACK = 0.002  # how early the timer may act on a deadline (timers fire early; s
 
 
 # What each dialect calls our error types (the rest keep their names).
-TYPES = {"openai": {"internal_error": "server_error"},
-         "anthropic": {"internal_error": "api_error", "timeout": "timeout_error",
-                       "server_shutdown": "overloaded_error"}}
+TYPES = {
+    "openai": {"internal_error": "server_error"},
+    "anthropic": {
+        "internal_error": "api_error",
+        "timeout": "timeout_error",
+        "server_shutdown": "overloaded_error",
+    },
+}
 RETRY_MS = StreamingSettings().shutdown_retry_ms
 
 
@@ -160,11 +165,11 @@ def kept_out(plan: Plan, out: Outcome) -> bool | None:
     return not (out.ended and out.wire.complete and error_type(out.wire) is None)  # not a normal end
 
 
-
 async def one_case(plan: Plan, otel: Otel) -> None:
     out = Outcome(wire_for(plan))
-    mw = StreamingMiddleware(make_app(plan, out), settings_for(plan), tracer_provider=otel.tp,
-                             meter_provider=otel.mp)
+    mw = StreamingMiddleware(
+        make_app(plan, out), settings_for(plan), tracer_provider=otel.tp, meter_provider=otel.mp
+    )
     tasks, spans, durations, ttfts = (
         task_count(),
         len(otel.spans()),
@@ -272,8 +277,12 @@ def test_ttft_counts_content_that_shares_a_send_with_message_start(otel: Otel) -
 
     async def once() -> None:
         out = Outcome(FaultWire())
-        mw = StreamingMiddleware(make_app(plan, out), StreamingSettings(coalesce=False),
-                                 tracer_provider=otel.tp, meter_provider=otel.mp)
+        mw = StreamingMiddleware(
+            make_app(plan, out),
+            StreamingSettings(coalesce=False),
+            tracer_provider=otel.tp,
+            meter_provider=otel.mp,
+        )
         await drive(mw, mw, plan, out)
         check(plan, out)
 

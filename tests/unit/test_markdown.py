@@ -84,6 +84,7 @@ def test_a_cut_of_everything_is_the_end_unless_its_last_cluster_is_incomplete(te
     searched = best_cut(text, state, n) or best_cut(text, state, n, respect_markers=False)
     assert searched == (n if complete_end(text, state) == n else 0)
 
+
 def test_regional_indicators_pair_from_the_start_of_the_run() -> None:
     u, s, f, r = "\U0001f1fa\U0001f1f8\U0001f1eb\U0001f1f7"
     text = u + s + f + r

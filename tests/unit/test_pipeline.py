@@ -28,6 +28,7 @@ from ..support.formats import (
     tool_head,
 )
 from ..support.formats import stream as format_stream
+from ..support.tier import examples
 
 tokens_st = st.lists(
     st.sampled_from(
@@ -93,7 +94,7 @@ def content(frames: list[bytes]) -> tuple[str, list[str]]:
     return text, [o for o in others if o != "content"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(tokens_st, cuts_st, gaps_st)
 def test_openai_text_identical_and_other_events_in_order(
     tokens: list[str], cuts: list[int], gaps: list[float]
@@ -111,7 +112,7 @@ def test_openai_text_identical_and_other_events_in_order(
     assert len(parse(b"".join(frames))) <= len(tokens) + 3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(tokens_st, cuts_st, gaps_st)
 def test_anthropic_blocks_never_merge_across_keys(
     tokens: list[str], cuts: list[int], gaps: list[float]
@@ -140,7 +141,7 @@ sse_events_st = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(sse_events_st, cuts_st, gaps_st, st.sampled_from(["\n", "\r\n"]))
 def test_generic_sse_is_byte_identical_under_any_chunking(
     events: list[Event], cuts: list[int], gaps: list[float], eol: str
@@ -196,7 +197,7 @@ def format_case(fmt: str, tokens: list[str]) -> tuple[bytes, StreamingSettings, 
     return format_stream(fmt, tokens), StreamingSettings(), {"relay": learned()} if fmt == "relay" else {}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, gaps_st)
 def test_every_dialect_keeps_the_text_per_key_and_the_order_of_everything(
     fmt: str, tokens: list[str], cuts: list[int], gaps: list[float]
@@ -231,7 +232,7 @@ def lockstep(bodies: list[bytes], gaps: list[float], fast: Pipeline, full: Pipel
     return frames + out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, gaps_st, st.booleans())
 def test_the_fast_lane_sends_what_the_full_path_sends(
     fmt: str, tokens: list[str], cuts: list[int], gaps: list[float], escaped: bool
@@ -282,7 +283,7 @@ class Observed:
         self.calls.append(("response", info))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(sorted(FORMATS)), tokens_st, cuts_st, st.booleans(), st.booleans())
 def test_pass_through_telemetry_sees_on_the_fast_lane_what_it_sees_on_the_full_path(
     fmt: str, tokens: list[str], cuts: list[int], escaped: bool, per_event: bool
@@ -378,7 +379,7 @@ json_messages_st = st.lists(  # what a relay sends: merged only once its route p
 fast_gaps_st = st.lists(st.sampled_from([0.0, 0.001, 0.01]), min_size=40, max_size=40)  # where merging would
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_messages_st, cuts_st, fast_gaps_st, st.booleans(), st.booleans())
 def test_json_messages_stay_byte_identical_unless_a_route_proved_a_relay(
     messages: list[dict[str, Any]], cuts: list[int], gaps: list[float], done: bool, compact: bool
@@ -404,7 +405,7 @@ def test_a_relay_merges_from_the_stream_after_the_one_that_proved_it() -> None:
     assert read("relay", b"".join(runs[1])) == read("relay", stream)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     tokens_st, st.lists(st.integers(0, 400), max_size=15), gaps_st, st.sampled_from([b"", "你".encode()[:2]])
 )
@@ -432,7 +433,7 @@ def test_text_plain_that_breaks_utf8_after_a_held_lead_byte_is_forwarded_as_it_c
     assert b"".join(out + pipe.close()) == b"".join(chunks)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(tokens_st, cuts_st, gaps_st)
 def test_the_text_dialect_keeps_the_text_per_event_name(
     tokens: list[str], cuts: list[int], gaps: list[float]

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from sse_middleware._telemetry.request_model import MAX_MODEL_CHARS, PEEK_BYTES, BodyPeek, request_model
 
+from ..support.tier import examples
+
 
 def reference(body: bytes) -> str | None:
     try:
@@ -43,9 +45,9 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"model": 
         ({"messages": MESSAGES, "model": 3}, None),
         ({"messages": MESSAGES, "model": ""}, None),
         ({"messages": MESSAGES, "model": "m" * (MAX_MODEL_CHARS + 1)}, None),
-        ({"model": "ünïcødé/モデル\n\"q\"", "x": 1}, "ünïcødé/モデル\n\"q\""),
-        ({"a\"model": "not the key", "model": "real"}, "real"),
-        ({"messages": [], "model": "real", "x\"model": "a key ending in model"}, "real"),
+        ({"model": 'ünïcødé/モデル\n"q"', "x": 1}, 'ünïcødé/モデル\n"q"'),
+        ({'a"model': "not the key", "model": "real"}, "real"),
+        ({"messages": [], "model": "real", 'x"model': "a key ending in model"}, "real"),
         ([{"model": "in an array"}], None),
     ],
 )
@@ -59,8 +61,19 @@ def test_known_bodies(body: object, expected: str | None) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"model", b'"model"', b'{"model"', b'{"model": ', b'{"model": "unterminated', b"\xff\xfe{}",
-     b'model=gpt-4o&stream=true', b'{"model": "x"', b'{"model" "x"}', b'{"messages": [], "model": "x"'],
+    [
+        b"",
+        b"model",
+        b'"model"',
+        b'{"model"',
+        b'{"model": ',
+        b'{"model": "unterminated',
+        b"\xff\xfe{}",
+        b"model=gpt-4o&stream=true",
+        b'{"model": "x"',
+        b'{"model" "x"}',
+        b'{"messages": [], "model": "x"',
+    ],
 )
 def test_not_json_or_cut_gives_none_or_the_model(body: bytes) -> None:
     for complete in (True, False):
@@ -95,9 +108,14 @@ def test_a_cut_body_is_walked_from_the_start() -> None:
 JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
 JSON = st.recursive(
     JSON_LEAVES,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["model", "messages", "content", "m", 'model"']) | st.text(max_size=6),
-                      inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["model", "messages", "content", "m", 'model"']) | st.text(max_size=6),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=20,
 )
 MODEL = st.none() | st.text(min_size=0, max_size=20) | st.integers()
@@ -117,7 +135,7 @@ def bodies(draw: st.DrawFn) -> bytes:
     return json.dumps(members, indent=indent, ensure_ascii=ascii_only).encode()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(bodies(), st.data())
 def test_same_as_json_loads_and_never_wrong_on_a_prefix(body: bytes, data: st.DataObject) -> None:
     expected = reference(body)
@@ -126,7 +144,7 @@ def test_same_as_json_loads_and_never_wrong_on_a_prefix(body: bytes, data: st.Da
     assert request_model(body[:cut], complete=False) in (None, expected)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_never_raise(body: bytes) -> None:
     for complete in (True, False):

@@ -199,6 +199,7 @@ async def test_drain_ends_resumed_responses(store_url: str) -> None:
 # -- Redis: failures never fail a request ---------------------------------------------------------
 
 
+@pytest.mark.slow  # a real redis-server: the full run
 @pytest.mark.parametrize("backend_and_store", [("asyncio", "redis")], ids=["asyncio-redis"])
 async def test_redis_killed_mid_follow_ends_the_follower_cleanly(store_url: str) -> None:
     with redis_server() as server:
@@ -228,6 +229,7 @@ async def test_redis_killed_mid_follow_ends_the_follower_cleanly(store_url: str)
     assert control.complete
 
 
+@pytest.mark.slow  # a real redis-server: the full run
 @pytest.mark.parametrize("backend_and_store", [("asyncio", "redis")], ids=["asyncio-redis"])
 async def test_redis_down_means_no_resume_logged_once(
     store_url: str, caplog: pytest.LogCaptureFixture

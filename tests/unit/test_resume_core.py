@@ -27,6 +27,8 @@ from sse_middleware._core.resume import (
 from sse_middleware._core.sse import Comment, Event, Parser, parse
 from sse_middleware._core.tagger import Tagger
 
+from ..support.tier import examples
+
 STREAM = "q3J0bX6kKp1Jr8yTz1mW0A"
 streams = st.binary(min_size=16, max_size=16).map(
     lambda b: __import__("base64").urlsafe_b64encode(b).rstrip(b"=").decode()
@@ -50,7 +52,7 @@ def test_ids_round_trip(stream: str, seq: int) -> None:
 
 
 @given(st.one_of(st.binary(max_size=64), st.text(max_size=64)))
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 def test_parse_never_raises_and_accepts_only_our_ids(raw: bytes | str) -> None:
     found = parse_id(raw)
     if found is not None:
@@ -114,7 +116,7 @@ def items(data: bytes) -> list[Event | Comment]:
 
 @given(stream_bytes, st.lists(st.integers(min_value=0, max_value=200), max_size=12))
 @example(b"data: a\n\n\xef\xbb\xbfdata: q\ndata: b\n\n", [])  # a BOM starts a logged event mid-stream
-@settings(max_examples=800)
+@settings(max_examples=examples(800))
 def test_tagger_adds_one_id_per_event_and_nothing_else_under_any_chunking(
     data: bytes, cuts: list[int]
 ) -> None:

@@ -175,6 +175,7 @@ async def test_watched_and_unwatched_since(store: Store) -> None:
     await log.close(True)
 
 
+@pytest.mark.slow  # a real redis-server: the full run
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_redis_refuses_trio_clearly(redis: RedisServer, anyio_backend: str) -> None:
     store = open_store(redis.url)
@@ -187,6 +188,7 @@ async def test_redis_refuses_trio_clearly(redis: RedisServer, anyio_backend: str
         await store.aclose()
 
 
+@pytest.mark.slow  # a real redis-server: the full run
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_redis_down_at_start_is_a_store_error(anyio_backend: str) -> None:
     with redis_server() as server:

@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 
 from sse_middleware._core.sse import Comment, Event, Framer, Parser, comment, encode, parse
 
+from ..support.tier import examples
+
 
 def feed_all(data: bytes, cuts: list[int], *, comments: bool = False) -> list[Event | Comment]:
     parser = Parser(comments=comments)
@@ -107,7 +109,7 @@ events_st = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     st.lists(events_st, max_size=6),
     st.lists(st.integers(0, 400), max_size=12),
@@ -126,7 +128,7 @@ def test_parser_never_raises_and_chunking_never_matters(data: bytes, cuts: list[
     assert feed_all(data, cuts) == feed_all(data, [])
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     st.lists(events_st, max_size=6),
     st.lists(st.integers(0, 400), max_size=12),

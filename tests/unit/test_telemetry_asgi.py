@@ -75,9 +75,7 @@ async def test_no_span_for_non_streams_or_with_telemetry_off(otel: Otel) -> None
 
 
 async def test_child_of_the_contrib_asgi_span_and_ended_before_it(otel: Otel) -> None:
-    app = OpenTelemetryMiddleware(
-        wrap(otel), tracer_provider=otel.tp, exclude_spans=["send", "receive"]
-    )
+    app = OpenTelemetryMiddleware(wrap(otel), tracer_provider=otel.tp, exclude_spans=["send", "receive"])
     await get(app, "/openai?n=5&delay=0.01")
     (ours,) = otel.ours()
     theirs = [s for s in otel.spans() if s.kind is SpanKind.SERVER and s is not ours]

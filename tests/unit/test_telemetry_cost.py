@@ -85,8 +85,16 @@ def test_gap_records_carry_no_exemplar_under_a_current_span(otel: Otel) -> None:
         feed(stream, EVENTS)
         stream.end(T0 + 1.0)
     data = otel.reader.get_metrics_data()  # once: a collection hands the exemplars over and drops them
-    points = {m.name: m.data.data_points[0] for rm in data.resource_metrics for sm in rm.scope_metrics
-              for m in sm.metrics} if data else {}
+    points = (
+        {
+            m.name: m.data.data_points[0]
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
+        if data
+        else {}
+    )
     gaps = points["sse_middleware.inter_chunk.duration"]
     assert gaps.count == 3 and list(gaps.exemplars) == []
     # The control: in the same collection the SDK sampled one for TTFT, recorded in our span's context.

@@ -164,8 +164,13 @@ async def test_a_start_the_server_refuses_is_the_apps_error(
 
     async def app(scope_: Any, receive: Any, send: Any) -> None:
         try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", b"text/event-stream"), (b"x-bad", b"a\nb")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"x-bad", b"a\nb")],
+                }
+            )
         except RuntimeError as exc:
             raised.append(exc)
             raise
