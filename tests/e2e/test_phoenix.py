@@ -22,17 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from ..support.browser import chromium
 from ..support.phoenix import Phoenix, phoenix
-from ..support.servers import ROOT, Server, free_port, require, uvicorn, wait_for_port
+from ..support.servers import ROOT, Server, free_port, uvicorn, wait_for_port
 
-CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOT = Path(os.environ.get("PHOENIX_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-phoenix.png")
 STREAMS = {  # query string -> the model the request body names
     "session=conv-42": "ok-model",
@@ -126,15 +119,8 @@ def test_the_conversation_id_makes_a_phoenix_session(backend: Phoenix, spans: di
 
 
 def test_screenshot_of_a_stream_trace(backend: Phoenix, spans: dict[str, Any]) -> None:
-    if not Path(CHROMIUM).exists():
-        require(None, f"chromium at {CHROMIUM}")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(None, "the playwright package")
     ok = spans["by_model"]["ok-model"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1500, "height": 1350})
         page.goto(f"{backend.url}/redirects/traces/{ok['context']['trace_id']}")
         page.get_by_text("chat ok-model").first.click(timeout=60_000)
@@ -143,7 +129,6 @@ def test_screenshot_of_a_stream_trace(backend: Phoenix, spans: dict[str, Any]) -
         row.wait_for(timeout=30_000)
         SCREENSHOT.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
-        browser.close()
     assert SCREENSHOT.stat().st_size > 10_000
 
 
