@@ -114,8 +114,9 @@ def otel_asgi_app(path: str) -> ASGIApp:
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
     tracer_provider, meter_provider = sdk_providers()
-    return OpenTelemetryMiddleware(raw_app(path), tracer_provider=tracer_provider,
-                                   meter_provider=meter_provider)
+    return OpenTelemetryMiddleware(
+        raw_app(path), tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
 
 
 def middleware_available() -> str | None:
@@ -131,8 +132,12 @@ def middleware_app(path: str, **settings: Any) -> ASGIApp:
     from sse_middleware import StreamingMiddleware, StreamingSettings
 
     tracer_provider, meter_provider = sdk_providers()
-    return StreamingMiddleware(raw_app(path), StreamingSettings(**settings),
-                               tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return StreamingMiddleware(
+        raw_app(path),
+        StreamingSettings(**settings),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
 
 
 def build(name: str) -> ASGIApp:
@@ -169,4 +174,3 @@ def available(names: tuple[str, ...] | list[str]) -> dict[str, str]:
         except Exception as exc:
             missing[name] = f"{type(exc).__name__}: {exc}"
     return missing
-

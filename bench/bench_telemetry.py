@@ -167,16 +167,24 @@ def per_stream(streams: int, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--middleware", type=int, default=0, metavar="STREAMS",
-                        help="also drive this many short streams per round through the middleware")
+    parser.add_argument(
+        "--middleware",
+        type=int,
+        default=0,
+        metavar="STREAMS",
+        help="also drive this many short streams per round through the middleware",
+    )
     args = parser.parse_args()
     print(f"CPU time; streams per round {args.streams}, best of {args.repeat} rounds; us = microseconds")
-    header = (f"{'events':>6} {'mode':>6} | {'hot us/event':>12} {'over off':>8} | {'end us/event':>12} "
-              f"| {'total over off':>14} | {'start us':>8} {'end us':>8}")
+    header = (
+        f"{'events':>6} {'mode':>6} | {'hot us/event':>12} {'over off':>8} | {'end us/event':>12} "
+        f"| {'total over off':>14} | {'start us':>8} {'end us':>8}"
+    )
     print(header)
     print("-" * len(header))
     for events in args.events:
@@ -185,11 +193,15 @@ def main() -> None:
         for mode, r in results.items():
             over = r["hot"] - floor
             total = over + r["end_per_event"] + r["start"] / events
-            print(f"{events:>6} {mode:>6} | {r['hot']:>12.3f} {over:>8.3f} | {r['end_per_event']:>12.3f} "
-                  f"| {total:>14.3f} | {r['start']:>8.1f} {r['end']:>8.1f}")
+            print(
+                f"{events:>6} {mode:>6} | {r['hot']:>12.3f} {over:>8.3f} | {r['end_per_event']:>12.3f} "
+                f"| {total:>14.3f} | {r['start']:>8.1f} {r['end']:>8.1f}"
+            )
     worst_us, end_ms = worst_chunk(20_000)
-    print(f"\nsdk/32, one stream of 20000 content events: worst single chunk() {worst_us:.1f} us (a fold), "
-          f"end() {end_ms:.1f} ms")
+    print(
+        f"\nsdk/32, one stream of 20000 content events: worst single chunk() {worst_us:.1f} us (a fold), "
+        f"end() {end_ms:.1f} ms"
+    )
     if args.middleware:
         best = per_stream(args.middleware, args.repeat)
         print(f"\nshort streams through the middleware ({args.middleware} per round), CPU us per stream:")

@@ -135,8 +135,9 @@ class SSEClient(asyncio.Protocol):
         if not self.parse_json:
             chars = 0 if b'"content":""' in block else 1
         else:
-            data = "\n".join(line[5:].lstrip(" ") for line in block.decode().split("\n")
-                             if line.startswith("data:"))
+            data = "\n".join(
+                line[5:].lstrip(" ") for line in block.decode().split("\n") if line.startswith("data:")
+            )
             chars = 0
             for choice in json.loads(data).get("choices", ()):
                 chars += len(choice.get("delta", {}).get("content") or "")
@@ -156,16 +157,15 @@ class SSEClient(asyncio.Protocol):
 
 def request_bytes(port: int, path: str, **query: object) -> bytes:
     qs = "&".join(f"{k}={v}" for k, v in query.items())
-    return (f"GET {path}?{qs} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            "Accept: text/event-stream\r\n\r\n").encode()
+    return (
+        f"GET {path}?{qs} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
 
 
-async def open_stream(port: int, request: bytes, parse_json: bool = True,
-                      trace: bool = False) -> SSEClient:
+async def open_stream(port: int, request: bytes, parse_json: bool = True, trace: bool = False) -> SSEClient:
     """Connect, then write the request (so TTFT excludes the TCP handshake)."""
     loop = asyncio.get_running_loop()
-    _, proto = await loop.create_connection(lambda: SSEClient(request, parse_json, trace),
-                                            "127.0.0.1", port)
+    _, proto = await loop.create_connection(lambda: SSEClient(request, parse_json, trace), "127.0.0.1", port)
     proto.send()
     return proto
 

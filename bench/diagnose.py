@@ -19,8 +19,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench import apps, server  # noqa: E402
 
-VARIANTS = ["raw", "middleware", "middleware_all_no_telemetry", "middleware_passthrough",
-            "middleware_passthrough_no_telemetry"]
+VARIANTS = [
+    "raw",
+    "middleware",
+    "middleware_all_no_telemetry",
+    "middleware_passthrough",
+    "middleware_passthrough_no_telemetry",
+]
 
 
 def main() -> None:
@@ -38,13 +43,18 @@ def main() -> None:
                 runs[name].append(server.paced_cpu(pid, port, name, rate, streams, seconds))
     out = {}
     for name, rs in runs.items():
-        out[name] = {"cpu_us_per_token": round(statistics.median(r["cpu_us_per_token"] for r in rs), 2),
-                     "frames_per_token": round(statistics.median(r["frames_per_token"] for r in rs), 3)}
+        out[name] = {
+            "cpu_us_per_token": round(statistics.median(r["cpu_us_per_token"] for r in rs), 2),
+            "frames_per_token": round(statistics.median(r["frames_per_token"] for r in rs), 3),
+        }
     base = out["raw"]["cpu_us_per_token"]
     print(f"server CPU per token at {rate:g} tok/s x {streams} streams (medians of 3):", file=sys.stderr)
     for name, r in out.items():
-        print(f"  {name:<38} {r['cpu_us_per_token']:8.2f} us  ({r['cpu_us_per_token'] - base:+7.2f} vs raw)"
-              f"  {r['frames_per_token']:.3f} frames/token", file=sys.stderr)
+        print(
+            f"  {name:<38} {r['cpu_us_per_token']:8.2f} us  ({r['cpu_us_per_token'] - base:+7.2f} vs raw)"
+            f"  {r['frames_per_token']:.3f} frames/token",
+            file=sys.stderr,
+        )
     print(json.dumps({"rate": rate, "streams": streams, "server": out, "unavailable": missing}))
 
 

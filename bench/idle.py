@@ -30,8 +30,9 @@ async def _open_idle(port: int, name: str, count: int, batch: int = 100) -> list
     req = request_bytes(port, "/" + name, idle=1)
     protos: list[SSEClient] = []
     for start in range(0, count, batch):
-        group = await asyncio.gather(*(open_stream(port, req, parse_json=False)
-                                       for _ in range(min(batch, count - start))))
+        group = await asyncio.gather(
+            *(open_stream(port, req, parse_json=False) for _ in range(min(batch, count - start)))
+        )
         await asyncio.wait_for(asyncio.gather(*(p.opened for p in group)), 30)
         protos.extend(group)
     return protos
@@ -53,13 +54,17 @@ async def _idle_rss(pid: int, port: int, name: str, count: int, settle: float) -
     await asyncio.sleep(settle)  # idle CPU with no heartbeat due: the floor for the heartbeat test
     idle_cpu = (load.cpu_seconds(pid) - cpu0) / (time.perf_counter() - t0)
     await _close(protos, settle)
-    return {"rss_before_kib": before, "rss_after_kib": after,
-            "kib_per_stream": round((after - before) / count, 2),
-            "idle_cpu_fraction": round(idle_cpu, 5)}
+    return {
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "kib_per_stream": round((after - before) / count, 2),
+        "idle_cpu_fraction": round(idle_cpu, 5),
+    }
 
 
-async def _heartbeats(pid: int, port: int, name: str, count: int, window: float,
-                      settle: float) -> dict[str, float]:
+async def _heartbeats(
+    pid: int, port: int, name: str, count: int, window: float, settle: float
+) -> dict[str, float]:
     protos = await _open_idle(port, name, count)
     await asyncio.sleep(settle)
     beats0 = sum(p.stats.heartbeats for p in protos)
@@ -69,13 +74,16 @@ async def _heartbeats(pid: int, port: int, name: str, count: int, window: float,
     elapsed = time.perf_counter() - t0
     beats = sum(p.stats.heartbeats for p in protos) - beats0
     await _close(protos, settle)
-    return {"heartbeats": beats, "window_s": round(elapsed, 3), "server_cpu_s": round(cpu, 4),
-            "cpu_us_per_heartbeat": round(cpu / beats * 1e6, 2) if beats else float("nan"),
-            "heartbeats_per_stream_per_s": round(beats / count / elapsed, 3)}
+    return {
+        "heartbeats": beats,
+        "window_s": round(elapsed, 3),
+        "server_cpu_s": round(cpu, 4),
+        "cpu_us_per_heartbeat": round(cpu / beats * 1e6, 2) if beats else float("nan"),
+        "heartbeats_per_stream_per_s": round(beats / count / elapsed, 3),
+    }
 
 
-def measure(count: int, window: float, settle: float, with_middleware: bool,
-            log: Any) -> dict[str, Any]:
+def measure(count: int, window: float, settle: float, with_middleware: bool, log: Any) -> dict[str, Any]:
     """``idle_stream_kib`` for raw (and the middleware), plus the heartbeat CPU test."""
     raise_fd_limit(count)
     out: dict[str, Any] = {"streams": count}
@@ -89,6 +97,5 @@ def measure(count: int, window: float, settle: float, with_middleware: bool,
         log(f"  idle middleware: {out['middleware']}")
         out["heartbeat"] = asyncio.run(_heartbeats(pid, port, "middleware_hb", count, window, settle))
         log(f"  heartbeats: {out['heartbeat']}")
-    out["middleware_minus_raw"] = round(out["middleware"]["kib_per_stream"]
-                                        - out["raw"]["kib_per_stream"], 2)
+    out["middleware_minus_raw"] = round(out["middleware"]["kib_per_stream"] - out["raw"]["kib_per_stream"], 2)
     return out

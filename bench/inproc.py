@@ -12,7 +12,7 @@ import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench import apps
@@ -56,19 +56,24 @@ class _Sink:
             self.status = message["status"]
 
 
-async def _drive(app: Any, name: str, events: int, *, collect: bool = True) -> tuple[float, _Sink]:
-    sink = _Sink()
+def request_then_wait(until: asyncio.Event) -> Callable[[], Awaitable[Message]]:
+    """A ``receive``: the empty request, then nothing until ``until`` is set, then a disconnect."""
     requested = False
-    forever = asyncio.Event()
 
     async def receive() -> Message:
         nonlocal requested
         if not requested:
             requested = True
             return {"type": "http.request", "body": b"", "more_body": False}
-        await forever.wait()
+        await until.wait()
         return {"type": "http.disconnect"}
 
+    return receive
+
+
+async def _drive(app: Any, name: str, events: int, *, collect: bool = True) -> tuple[float, _Sink]:
+    sink = _Sink()
+    receive = request_then_wait(asyncio.Event())
     if collect:  # not for many short streams in a row: a full collection per stream would dominate
         gc.collect()
     start = time.process_time()
@@ -79,8 +84,9 @@ async def _drive(app: Any, name: str, events: int, *, collect: bool = True) -> t
     return cpu, sink
 
 
-def measure(names: list[str], events: int, reps: int,
-            log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> dict[str, Any]:
+def measure(
+    names: list[str], events: int, reps: int, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
+) -> dict[str, Any]:
     """Median µs/event per contender over ``reps`` interleaved runs, plus frames sent per event."""
     built = {name: apps.build(name) for name in names}
     samples: dict[str, list[float]] = {name: [] for name in names}
@@ -96,8 +102,7 @@ def measure(names: list[str], events: int, reps: int,
                 cpu, sink = await _drive(built[name], name, events)
                 samples[name].append(cpu / total * 1e6)
                 bodies[name] = sink.bodies / total
-            log(f"  inproc rep {rep + 1}/{reps}: "
-                + ", ".join(f"{n}={samples[n][-1]:.2f}" for n in names))
+            log(f"  inproc rep {rep + 1}/{reps}: " + ", ".join(f"{n}={samples[n][-1]:.2f}" for n in names))
 
     asyncio.run(main())
     med = {name: round(statistics.median(v), 2) for name, v in samples.items()}

@@ -21,7 +21,7 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
 sys.path.insert(0, str(ROOT))
 
 from bench import apps  # noqa: E402
-from bench.inproc import _scope  # noqa: E402
+from bench.inproc import _scope, request_then_wait  # noqa: E402
 
 
 async def _park(app: Any, name: str, count: int) -> tuple[list[asyncio.Task[None]], asyncio.Event]:
@@ -30,16 +30,8 @@ async def _park(app: Any, name: str, count: int) -> tuple[list[asyncio.Task[None
     all_started = asyncio.Event()
 
     def one() -> tuple[Any, Any]:
-        requested = False
         first = True
-
-        async def receive() -> dict[str, Any]:
-            nonlocal requested
-            if not requested:
-                requested = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await release.wait()
-            return {"type": "http.disconnect"}
+        receive = request_then_wait(release)
 
         async def send(message: dict[str, Any]) -> None:
             nonlocal first, started
@@ -85,8 +77,15 @@ async def measure_one(name: str, count: int, top: int) -> dict[str, Any]:
         acc[0] += stat.size_diff
         acc[1] += stat.count_diff
     ranked = sorted(by_site.items(), key=lambda kv: -kv[1][0])[:top]
-    sites = [{"site": site, "bytes_per_stream": round(size / count, 1),
-              "blocks_per_stream": round(blocks / count, 2)} for site, (size, blocks) in ranked if size > 0]
+    sites = [
+        {
+            "site": site,
+            "bytes_per_stream": round(size / count, 1),
+            "blocks_per_stream": round(blocks / count, 2),
+        }
+        for site, (size, blocks) in ranked
+        if size > 0
+    ]
     return {"kib_per_stream": round(total / count / 1024, 2), "top": sites}
 
 
@@ -116,8 +115,10 @@ def main() -> None:
     for name, r in result.items():
         print(f"{name}: {r['kib_per_stream']} KiB per idle stream (tracemalloc, in process)")
         for site in r["top"]:
-            print(f"  {site['bytes_per_stream']:8.1f} B  {site['blocks_per_stream']:5.2f} blocks  "
-                  f"{site['site']}")
+            print(
+                f"  {site['bytes_per_stream']:8.1f} B  {site['blocks_per_stream']:5.2f} blocks  "
+                f"{site['site']}"
+            )
 
 
 if __name__ == "__main__":

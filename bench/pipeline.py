@@ -95,15 +95,18 @@ def main() -> None:
     for (fmt, rate, on), got in runs.items():
         us = [g[0] for g in got]
         result[f"{fmt} {rate:g} {'on' if on else 'off'}"] = {
-            "us_min": round(min(us), 3), "us_median": round(statistics.median(us), 3),
+            "us_min": round(min(us), 3),
+            "us_median": round(statistics.median(us), 3),
             "frames_per_token": round(got[0][1], 4),
         }
     if as_json:
         print(json.dumps(result))
         return
     for name, r in result.items():
-        print(f"{name:>22}: {r['us_min']:6.2f} us/token (min; median {r['us_median']:6.2f}), "
-              f"{r['frames_per_token']:.3f} frames/token")
+        print(
+            f"{name:>22}: {r['us_min']:6.2f} us/token (min; median {r['us_median']:6.2f}), "
+            f"{r['frames_per_token']:.3f} frames/token"
+        )
 
 
 if __name__ == "__main__":

@@ -19,10 +19,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parent.parent
-LABELS = {"raw": "raw StreamingResponse", "middleware": "StreamingMiddleware (coalescing)",
-          "middleware_passthrough": "StreamingMiddleware (coalesce=False)",
-          "sse_starlette": "sse-starlette", "fastapi_native": "FastAPI native SSE",
-          "otel_asgi": "OTel ASGI middleware"}
+LABELS = {
+    "raw": "raw StreamingResponse",
+    "middleware": "StreamingMiddleware (coalescing)",
+    "middleware_passthrough": "StreamingMiddleware (coalesce=False)",
+    "sse_starlette": "sse-starlette",
+    "fastapi_native": "FastAPI native SSE",
+    "otel_asgi": "OTel ASGI middleware",
+}
 
 
 def arrival(result: dict[str, Any], path: Path) -> Path:
@@ -33,8 +37,13 @@ def arrival(result: dict[str, Any], path: Path) -> Path:
             for t, chars in trace:
                 times.append(t * 1e3)
                 total.append(total[-1] + chars)
-            line = ax.step(times, total, where="post", linewidth=1.4,
-                           label=f"{LABELS.get(name, name)}: {len(trace)} frames")[0]
+            line = ax.step(
+                times,
+                total,
+                where="post",
+                linewidth=1.4,
+                label=f"{LABELS.get(name, name)}: {len(trace)} frames",
+            )[0]
             ax.plot(times[1:], total[1:], "|", markersize=6, color=line.get_color())
         ax.set_xlabel("ms since the request")
         ax.grid(alpha=0.3)
@@ -56,12 +65,18 @@ def cpu_per_token(result: dict[str, Any], path: Path) -> Path:
     cpu = result.get("server_cpu_us_per_token", {})
     for name, per_rate in cpu.items():
         rates = sorted(per_rate, key=float)
-        ax.plot([float(r) for r in rates], [per_rate[r] for r in rates], marker="o",
-                label=LABELS.get(name, name), linewidth=2 if name in ("raw", "middleware") else 1.2)
+        ax.plot(
+            [float(r) for r in rates],
+            [per_rate[r] for r in rates],
+            marker="o",
+            label=LABELS.get(name, name),
+            linewidth=2 if name in ("raw", "middleware") else 1.2,
+        )
     ax.set_xscale("log")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("tokens/s per stream (aggregate held at "
-                  f"{result.get('config', {}).get('aggregate', 0):g} tok/s)")
+    ax.set_xlabel(
+        f"tokens/s per stream (aggregate held at {result.get('config', {}).get('aggregate', 0):g} tok/s)"
+    )
     ax.set_ylabel("uvicorn server CPU, µs per token")
     ax.set_title("Server CPU per token against token rate")
     ax.grid(alpha=0.3, which="both")
@@ -74,8 +89,10 @@ def cpu_per_token(result: dict[str, Any], path: Path) -> Path:
 
 def render(result: dict[str, Any], docs: Path) -> list[Path]:
     docs.mkdir(exist_ok=True)
-    return [arrival(result, docs / "bench_arrival.png"),
-            cpu_per_token(result, docs / "bench_cpu_per_token.png")]
+    return [
+        arrival(result, docs / "bench_arrival.png"),
+        cpu_per_token(result, docs / "bench_cpu_per_token.png"),
+    ]
 
 
 if __name__ == "__main__":

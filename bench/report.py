@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("starlette", "fastapi", "sse-starlette", "uvicorn", "uvloop", "httptools", "anyio",
-            "opentelemetry-sdk", "opentelemetry-instrumentation-asgi")
+PACKAGES = (
+    "starlette",
+    "fastapi",
+    "sse-starlette",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "anyio",
+    "opentelemetry-sdk",
+    "opentelemetry-instrumentation-asgi",
+)
 
 
 def _cpu_model() -> str:
@@ -27,10 +36,16 @@ def _cpu_model() -> str:
 
 def _git() -> str:
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "sse_middleware"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "sse_middleware"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (rev or "no commit") + (" + uncommitted sse_middleware changes" if dirty else "")
@@ -43,9 +58,15 @@ def machine() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"nproc": os.cpu_count(), "cpu": _cpu_model(), "python": platform.python_version(),
-            "kernel": platform.release(), "packages": versions, "sse_middleware": _git(),
-            "server": "uvicorn, 1 worker, loop=auto (uvloop), http=auto (httptools), 127.0.0.1"}
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "packages": versions,
+        "sse_middleware": _git(),
+        "server": "uvicorn, 1 worker, loop=auto (uvloop), http=auto (httptools), 127.0.0.1",
+    }
 
 
 def goals(r: dict[str, Any]) -> dict[str, Any]:
@@ -58,8 +79,11 @@ def goals(r: dict[str, Any]) -> dict[str, Any]:
     cpu = r.get("server_cpu_us_per_token", {})
     if "middleware" in cpu:
         ratios = {rate: round(cpu["middleware"][rate] / cpu["raw"][rate], 3) for rate in cpu["raw"]}
-        out["coalesced_cpu_per_token_vs_raw"] = {"value": ratios, "target": "< 1 at each rate",
-                                                 "met": all(v < 1 for v in ratios.values())}
+        out["coalesced_cpu_per_token_vs_raw"] = {
+            "value": ratios,
+            "target": "< 1 at each rate",
+            "met": all(v < 1 for v in ratios.values()),
+        }
     if "ttft_added_ms" in r:
         p99 = r["ttft_added_ms"]["p99"]
         out["ttft_added_p99_ms"] = {"value": p99, "target": "<= 1", "met": p99 <= 1}
@@ -82,8 +106,7 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
 def table(r: dict[str, Any]) -> str:
     """Plain-text summary; the same numbers as ``--json``."""
     m = r["machine"]
-    lines = [f"sse_middleware benchmarks ({r['mode']}): {m['nproc']} x {m['cpu']}, Python {m['python']}",
-             ""]
+    lines = [f"sse_middleware benchmarks ({r['mode']}): {m['nproc']} x {m['cpu']}, Python {m['python']}", ""]
     ip, unp = r.get("inproc_us_per_event", {}), r.get("server_cpu_us_per_event_unpaced", {})
     rows = [["contender", "in-process us/event", "over raw", "uvicorn unpaced us/event"]]
     for name, v in ip.items():
@@ -100,8 +123,10 @@ def table(r: dict[str, Any]) -> str:
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         lines += [_row(row, widths) for row in rows] + [""]
     for name, t in r.get("ttft_ms", {}).items():
-        lines.append(f"TTFT {name:<10} p50 {t['p50']:.3f} ms  p99 {t['p99']:.3f} ms  ({t['n']:g} streams, "
-                     f"server CPU {t['server_cpu']:.0%})")
+        lines.append(
+            f"TTFT {name:<10} p50 {t['p50']:.3f} ms  p99 {t['p99']:.3f} ms  ({t['n']:g} streams, "
+            f"server CPU {t['server_cpu']:.0%})"
+        )
     if "ttft_added_ms" in r:
         a = r["ttft_added_ms"]
         lines.append(f"TTFT added by the middleware: p50 {a['p50']:+.3f} ms, p99 {a['p99']:+.3f} ms")
@@ -118,9 +143,11 @@ def table(r: dict[str, Any]) -> str:
     load = r.get("foreign_cores", {})
     if load:
         busy = max(load.values()) >= 0.15
-        lines.append("other processes' CPU during the run (cores): "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in load.items())
-                     + ("  <- machine was shared: numbers are noisy, rerun when idle" if busy else ""))
+        lines.append(
+            "other processes' CPU during the run (cores): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in load.items())
+            + ("  <- machine was shared: numbers are noisy, rerun when idle" if busy else "")
+        )
     lines.append(f"elapsed {r.get('elapsed_s', 0):.0f} s")
     return "\n".join(lines)
 
@@ -133,56 +160,90 @@ def _goal_value(v: Any) -> str:
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"] + [
-        "| " + " | ".join(r) + " |" for r in rows]
+        "| " + " | ".join(r) + " |" for r in rows
+    ]
 
 
 def markdown(r: dict[str, Any]) -> str:
     """The results section of docs/benchmarks.md (between its results markers)."""
     m = r["machine"]
     pk = m["packages"]
-    out = [f"Measured {r.get('measured_at', '')}: `{r['mode']}` run, {m['nproc']} x {m['cpu']}, "
-           f"Python {m['python']}, Linux {m['kernel']}; uvicorn {pk.get('uvicorn')} (uvloop "
-           f"{pk.get('uvloop')}, httptools {pk.get('httptools')}), Starlette {pk.get('starlette')}, "
-           f"FastAPI {pk.get('fastapi')}, sse-starlette {pk.get('sse-starlette')}, OpenTelemetry SDK "
-           f"{pk.get('opentelemetry-sdk')}; sse_middleware at {m['sse_middleware']}.", ""]
+    out = [
+        f"Measured {r.get('measured_at', '')}: `{r['mode']}` run, {m['nproc']} x {m['cpu']}, "
+        f"Python {m['python']}, Linux {m['kernel']}; uvicorn {pk.get('uvicorn')} (uvloop "
+        f"{pk.get('uvloop')}, httptools {pk.get('httptools')}), Starlette {pk.get('starlette')}, "
+        f"FastAPI {pk.get('fastapi')}, sse-starlette {pk.get('sse-starlette')}, OpenTelemetry SDK "
+        f"{pk.get('opentelemetry-sdk')}; sse_middleware at {m['sse_middleware']}.",
+        "",
+    ]
     ip, unp = r.get("inproc_us_per_event", {}), r.get("server_cpu_us_per_event_unpaced", {})
     rows = []
     for name, v in {**ip, **r.get("inproc_diagnostic_us_per_event", {})}.items():
         u = unp.get("middleware" if name == "middleware_all" else name)
         rows.append([f"`{name}`", f"{v:.2f}", f"{v - ip['raw']:+.2f}", _fmt(u)])
-    out += ["**In process** (CPU µs per event, median of "
-            f"{r['config']['inproc_reps']} runs of {r['config']['events']:,} events), and through uvicorn "
-            "unpaced (server CPU µs per event, 4 streams as fast as the client reads):", ""]
+    out += [
+        "**In process** (CPU µs per event, median of "
+        f"{r['config']['inproc_reps']} runs of {r['config']['events']:,} events), and through uvicorn "
+        "unpaced (server CPU µs per event, 4 streams as fast as the client reads):",
+        "",
+    ]
     out += _md_table(["contender", "in-process µs/event", "over raw", "uvicorn unpaced µs/event"], rows)
     cpu, fpt = r.get("server_cpu_us_per_token", {}), r.get("frames_per_token", {})
     if cpu:
         rates = list(next(iter(cpu.values())))
-        out += ["", f"**Through uvicorn, paced** (server CPU µs per token / frames per token; "
-                f"{r['config']['aggregate']:g} tok/s in all, median of {r['config']['server_reps']}):", ""]
-        out += _md_table(["contender"] + [f"{x} tok/s per stream" for x in rates],
-                         [[f"`{n}`"] + [f"{cpu[n][x]:.1f} / {fpt[n][x]:.3f}" for x in rates] for n in cpu])
+        out += [
+            "",
+            f"**Through uvicorn, paced** (server CPU µs per token / frames per token; "
+            f"{r['config']['aggregate']:g} tok/s in all, median of {r['config']['server_reps']}):",
+            "",
+        ]
+        out += _md_table(
+            ["contender"] + [f"{x} tok/s per stream" for x in rates],
+            [[f"`{n}`"] + [f"{cpu[n][x]:.1f} / {fpt[n][x]:.3f}" for x in rates] for n in cpu],
+        )
     tt = r.get("ttft_ms", {})
     if tt:
-        out += ["", f"**TTFT** with {r['config']['ttft_users']} concurrent streams (20 tok/s each, "
-                "new stream as each ends; ms):", ""]
-        out += _md_table(["contender", "p50", "p99", "streams", "server CPU"],
-                         [[f"`{n}`", f"{t['p50']:.2f}", f"{t['p99']:.2f}", f"{t['n']:g}",
-                           f"{t['server_cpu']:.0%}"] for n, t in tt.items()])
+        out += [
+            "",
+            f"**TTFT** with {r['config']['ttft_users']} concurrent streams (20 tok/s each, "
+            "new stream as each ends; ms):",
+            "",
+        ]
+        out += _md_table(
+            ["contender", "p50", "p99", "streams", "server CPU"],
+            [
+                [f"`{n}`", f"{t['p50']:.2f}", f"{t['p99']:.2f}", f"{t['n']:g}", f"{t['server_cpu']:.0%}"]
+                for n, t in tt.items()
+            ],
+        )
     kib = r.get("idle_stream_kib", {})
     if kib:
         hb = ""
         if "heartbeat_cpu_us" in r:
             hb = f"; heartbeat: **{r['heartbeat_cpu_us']:.1f} µs** server CPU each"
-        out += ["", f"**Idle streams** ({r['config']['idle_streams']:,} open, heartbeats armed): "
-                + ", ".join(f"{k} **{v:.1f} KiB**" for k, v in kib.items()) + f" per stream (RSS){hb}.", ""]
+        out += [
+            "",
+            f"**Idle streams** ({r['config']['idle_streams']:,} open, heartbeats armed): "
+            + ", ".join(f"{k} **{v:.1f} KiB**" for k, v in kib.items())
+            + f" per stream (RSS){hb}.",
+            "",
+        ]
     out += ["**Goals** (reported, not asserted):", ""]
-    out += _md_table(["goal", "target", "measured", ""],
-                     [[name, g["target"], _goal_value(g["value"]), "met" if g["met"] else "**missed**"]
-                      for name, g in r.get("goals", {}).items()])
+    out += _md_table(
+        ["goal", "target", "measured", ""],
+        [
+            [name, g["target"], _goal_value(g["value"]), "met" if g["met"] else "**missed**"]
+            for name, g in r.get("goals", {}).items()
+        ],
+    )
     load = r.get("foreign_cores", {})
     if load:
-        out += ["", "Other processes' CPU during each phase (cores): "
-                + ", ".join(f"{k} {v:.2f}" for k, v in load.items()) + "."]
+        out += [
+            "",
+            "Other processes' CPU during each phase (cores): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in load.items())
+            + ".",
+        ]
     return "\n".join(out) + "\n"
 
 

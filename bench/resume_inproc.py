@@ -31,16 +31,28 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("BENCH_SSE_PATH") or str(ROOT))
+sys.path.append(str(ROOT))  # bench itself; the package above wins when BENCH_SSE_PATH names an old one
 
+from bench.inproc import request_then_wait  # noqa: E402
 from sse_middleware import StreamingMiddleware, StreamingSettings  # noqa: E402
 
 CHUNK = b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}\n\n'  # noqa: E501
 START = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
 PATH = "/v1/chat/completions"
-SCOPE = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-         "method": "POST", "scheme": "http", "path": PATH, "raw_path": PATH.encode(), "root_path": "",
-         "query_string": b"", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000),
-         "headers": [(b"host", b"127.0.0.1"), (b"authorization", b"Bearer k")]}
+SCOPE = {
+    "type": "http",
+    "asgi": {"version": "3.0", "spec_version": "2.3"},
+    "http_version": "1.1",
+    "method": "POST",
+    "scheme": "http",
+    "path": PATH,
+    "raw_path": PATH.encode(),
+    "root_path": "",
+    "query_string": b"",
+    "server": ("127.0.0.1", 8000),
+    "client": ("127.0.0.1", 5000),
+    "headers": [(b"host", b"127.0.0.1"), (b"authorization", b"Bearer k")],
+}
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -56,16 +68,7 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
 
 
 async def drive(middleware: Any, events: int, rate: float) -> None:
-    requested = False
-    forever = asyncio.Event()
-
-    async def receive() -> dict[str, Any]:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await forever.wait()
-        return {"type": "http.disconnect"}
+    receive = request_then_wait(asyncio.Event())
 
     async def send(message: dict[str, Any]) -> None:
         pass
@@ -113,8 +116,10 @@ def measure(
             if redis_pid and name == "redis":
                 tokens = mode["streams"] * mode["rate"] * mode["seconds"] if mode["rate"] else mode["events"]
                 redis_us.append((proc_cpu(redis_pid) - before) / tokens * 1e6)
-        print(f"  rep {rep + 1}/{reps}: " + ", ".join(f"{n}={v[-1]:.2f}" for n, v in samples.items()),
-              file=sys.stderr)
+        print(
+            f"  rep {rep + 1}/{reps}: " + ", ".join(f"{n}={v[-1]:.2f}" for n, v in samples.items()),
+            file=sys.stderr,
+        )
     out: dict[str, Any] = {name: round(min(v), 2) for name, v in samples.items()}
     if redis_us:
         out["redis_server"] = round(min(redis_us), 2)
@@ -124,12 +129,14 @@ def measure(
 def at_commit(rev: str, mode: dict[str, Any], reps: int) -> dict[str, Any]:
     """Resume off, measured with ``sse_middleware`` as it was at ``rev``, in a subprocess."""
     with tempfile.TemporaryDirectory(prefix="bench-rev-") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "sse_middleware"],
-                                 check=True, capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "sse_middleware"], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         cmd = [sys.executable, __file__, "--only-off", json.dumps(mode), "--reps", str(reps)]
-        done = subprocess.run(cmd, env={**os.environ, "BENCH_SSE_PATH": tmp}, check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            cmd, env={**os.environ, "BENCH_SSE_PATH": tmp}, check=True, capture_output=True, text=True
+        )
         return dict(json.loads(done.stdout))
 
 
@@ -152,8 +159,12 @@ def main() -> None:
     modes = {"unpaced": {"events": args.events, "rate": 0, "streams": 1, "seconds": 0}}
     for rate in args.rates:
         streams = max(1, round(args.total / rate))  # the same tokens/s in all at every rate
-        modes[f"paced {rate:g} tok/s"] = {"rate": rate, "streams": streams, "seconds": args.seconds,
-                                          "events": 0}
+        modes[f"paced {rate:g} tok/s"] = {
+            "rate": rate,
+            "streams": streams,
+            "seconds": args.seconds,
+            "events": 0,
+        }
     if args.only_off:
         print(json.dumps(measure({"off": None}, json.loads(args.only_off), args.reps, None)))
         return

@@ -22,14 +22,42 @@ from bench import apps, idle, inproc, memory, report, server  # noqa: E402
 from bench.load import Foreign, wait_quiet  # noqa: E402
 
 MODES: dict[str, dict[str, Any]] = {
-    "quick": {"events": 10_000, "inproc_reps": 3, "rates": [100.0, 1000.0], "aggregate": 5000.0,
-              "duration": 2.5, "server_reps": 1, "ttft_users": 200, "ttft_window": 3.0, "ttft_reps": 1,
-              "idle_streams": 2000, "hb_window": 2.0, "settle": 0.7, "unpaced_tokens": 5000,
-              "quiet_wait": 0.0, "retries": 0, "per_stream_streams": 400},
-    "full": {"events": 30_000, "inproc_reps": 5, "rates": [25.0, 100.0, 250.0, 1000.0],
-             "aggregate": 5000.0, "duration": 4.0, "server_reps": 3, "ttft_users": 200,
-             "ttft_window": 5.0, "ttft_reps": 3, "idle_streams": 2000, "hb_window": 4.0, "settle": 1.0,
-             "unpaced_tokens": 20_000, "quiet_wait": 60.0, "retries": 2, "per_stream_streams": 1000},
+    "quick": {
+        "events": 10_000,
+        "inproc_reps": 3,
+        "rates": [100.0, 1000.0],
+        "aggregate": 5000.0,
+        "duration": 2.5,
+        "server_reps": 1,
+        "ttft_users": 200,
+        "ttft_window": 3.0,
+        "ttft_reps": 1,
+        "idle_streams": 2000,
+        "hb_window": 2.0,
+        "settle": 0.7,
+        "unpaced_tokens": 5000,
+        "quiet_wait": 0.0,
+        "retries": 0,
+        "per_stream_streams": 400,
+    },
+    "full": {
+        "events": 30_000,
+        "inproc_reps": 5,
+        "rates": [25.0, 100.0, 250.0, 1000.0],
+        "aggregate": 5000.0,
+        "duration": 4.0,
+        "server_reps": 3,
+        "ttft_users": 200,
+        "ttft_window": 5.0,
+        "ttft_reps": 3,
+        "idle_streams": 2000,
+        "hb_window": 4.0,
+        "settle": 1.0,
+        "unpaced_tokens": 20_000,
+        "quiet_wait": 60.0,
+        "retries": 2,
+        "per_stream_streams": 1000,
+    },
 }
 
 
@@ -44,8 +72,12 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
     has_mw = "middleware_all" not in missing
     if not has_mw:
         log(f"middleware not measured: {missing['middleware_all']}")
-    result: dict[str, Any] = {"mode": mode, "machine": report.machine(), "config": cfg,
-                              "unavailable": missing}
+    result: dict[str, Any] = {
+        "mode": mode,
+        "machine": report.machine(),
+        "config": cfg,
+        "unavailable": missing,
+    }
 
     foreign: dict[str, Any] = {}
     result["foreign_cores"] = foreign  # other processes' CPU during each phase (shared machine)
@@ -68,31 +100,56 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
 
     server_names = ["raw", "middleware"] if has_mw else ["raw"]
     if mode == "full":
-        server_names += [n for n in ("middleware_passthrough", "sse_starlette", "fastapi_native",
-                                     "otel_asgi") if n not in missing]
+        server_names += [
+            n
+            for n in ("middleware_passthrough", "sse_starlette", "fastapi_native", "otel_asgi")
+            if n not in missing
+        ]
     log(f"through uvicorn: {', '.join(server_names)}")
     window = start("server")
     with server.uvicorn_server(server_names) as (pid, port):
-        sweep = server.cpu_sweep(pid, port, server_names, cfg["rates"], cfg["aggregate"],
-                                 cfg["duration"], cfg["server_reps"], log, cfg["retries"])
+        sweep = server.cpu_sweep(
+            pid,
+            port,
+            server_names,
+            cfg["rates"],
+            cfg["aggregate"],
+            cfg["duration"],
+            cfg["server_reps"],
+            log,
+            cfg["retries"],
+        )
         result["server_cpu_us_per_token"] = {
-            n: {f"{r:g}": sweep[n][str(r)]["cpu_us_per_token"] for r in cfg["rates"]} for n in sweep}
+            n: {f"{r:g}": sweep[n][str(r)]["cpu_us_per_token"] for r in cfg["rates"]} for n in sweep
+        }
         result["frames_per_token"] = {
-            n: {f"{r:g}": sweep[n][str(r)]["frames_per_token"] for r in cfg["rates"]} for n in sweep}
-        result["server_detail"] = {n: {f"{float(r):g}": v for r, v in per.items()}
-                                   for n, per in sweep.items()}
-        result["server_cpu_us_per_event_unpaced"] = server.unpaced(pid, port, server_names,
-                                                                   cfg["unpaced_tokens"], log)
+            n: {f"{r:g}": sweep[n][str(r)]["frames_per_token"] for r in cfg["rates"]} for n in sweep
+        }
+        result["server_detail"] = {
+            n: {f"{float(r):g}": v for r, v in per.items()} for n, per in sweep.items()
+        }
+        result["server_cpu_us_per_event_unpaced"] = server.unpaced(
+            pid, port, server_names, cfg["unpaced_tokens"], log
+        )
         ttft_names = ["raw", "middleware"] if has_mw else ["raw"]
         log(f"CPU per stream: {cfg['per_stream_streams']} one-token streams")
         result["per_stream_cpu_us"] = server.per_stream(pid, port, ttft_names, cfg["per_stream_streams"], log)
         log(f"TTFT with {cfg['ttft_users']} concurrent streams")
-        tt = server.ttft(pid, port, ttft_names, cfg["ttft_users"], cfg["ttft_window"], cfg["ttft_reps"], log,
-                         cfg["retries"])
+        tt = server.ttft(
+            pid,
+            port,
+            ttft_names,
+            cfg["ttft_users"],
+            cfg["ttft_window"],
+            cfg["ttft_reps"],
+            log,
+            cfg["retries"],
+        )
         result["ttft_ms"] = tt
         if has_mw:
-            result["ttft_added_ms"] = {q: round(tt["middleware"][q] - tt["raw"][q], 3)
-                                       for q in ("p50", "p99")}
+            result["ttft_added_ms"] = {
+                q: round(tt["middleware"][q] - tt["raw"][q], 3) for q in ("p50", "p99")
+            }
         result["traces"] = {n: server.trace(port, n, 100.0, 150) for n in ttft_names}
     foreign["server"] = round(window.cores(), 3)
 
@@ -129,8 +186,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the short run (under 60 s on 2 cores)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--plots", action="store_true", help="also write the PNG plots into docs/")
-    parser.add_argument("--docs", action="store_true",
-                        help="also rewrite the results section of docs/benchmarks.md")
+    parser.add_argument(
+        "--docs", action="store_true", help="also rewrite the results section of docs/benchmarks.md"
+    )
     parser.add_argument("--results", metavar="JSON", help="render a saved bench/results/*.json instead")
     args = parser.parse_args()
     if args.results:  # re-render a saved run: no measuring

@@ -50,9 +50,17 @@ def main() -> None:
 
         cprof = cProfile.Profile(time.process_time)
         cprof.enable()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                lifespan="off", backlog=4096, timeout_graceful_shutdown=1,
-                loop=os.environ.get("BENCH_LOOP", "auto"))
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        backlog=4096,
+        timeout_graceful_shutdown=1,
+        loop=os.environ.get("BENCH_LOOP", "auto"),
+    )
     if cprof is not None and cprofile_to:
         cprof.disable()
         cprof.dump_stats(cprofile_to)

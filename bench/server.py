@@ -38,8 +38,11 @@ def _free_port() -> int:
 def uvicorn_server(names: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[int, int]]:
     """Start ``python -m bench.serve`` with these contenders; yield (pid, port); stop it after."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.serve", str(port), *names], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.serve", str(port), *names],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -62,8 +65,15 @@ def uvicorn_server(names: list[str], env: dict[str, str] | None = None) -> Itera
             proc.wait(timeout=10)
 
 
-async def run_streams(port: int, name: str, streams: int, stagger: float, timeout: float,
-                      parse_json: bool = True, **query: object) -> Totals:
+async def run_streams(
+    port: int,
+    name: str,
+    streams: int,
+    stagger: float,
+    timeout: float,
+    parse_json: bool = True,
+    **query: object,
+) -> Totals:
     """``streams`` concurrent requests, started evenly over ``stagger`` s, each read to its end."""
     req = request_bytes(port, "/" + name, **query)
     totals = Totals()
@@ -82,14 +92,24 @@ def paced_cpu(pid: int, port: int, name: str, rate: float, streams: int, duratio
     tokens = max(1, round(rate * duration))
     foreign = Foreign(pid)
     cpu0 = cpu_seconds(pid)
-    totals = asyncio.run(run_streams(port, name, streams, stagger=min(0.2, duration / 10),
-                                     timeout=duration * 3 + 10, n=tokens, rate=rate))
+    totals = asyncio.run(
+        run_streams(
+            port,
+            name,
+            streams,
+            stagger=min(0.2, duration / 10),
+            timeout=duration * 3 + 10,
+            n=tokens,
+            rate=rate,
+        )
+    )
     cpu = cpu_seconds(pid) - cpu0
     delivered = totals.complete * tokens
     expected_chars = streams * text_chars(tokens)
     if totals.complete != streams or totals.chars != expected_chars:
-        raise RuntimeError(f"{name}@{rate}: {totals.complete}/{streams} complete, "
-                           f"{totals.chars}/{expected_chars} chars")
+        raise RuntimeError(
+            f"{name}@{rate}: {totals.complete}/{streams} complete, {totals.chars}/{expected_chars} chars"
+        )
     return {
         "cpu_us_per_token": cpu / delivered * 1e6,
         "frames_per_token": totals.chunks / delivered,
@@ -161,8 +181,17 @@ def _median_dict(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def cpu_sweep(pid: int, port: int, names: list[str], rates: list[float], aggregate: float,
-              duration: float, reps: int, log: Any, retries: int = 2) -> dict[str, dict[str, Any]]:
+def cpu_sweep(
+    pid: int,
+    port: int,
+    names: list[str],
+    rates: list[float],
+    aggregate: float,
+    duration: float,
+    reps: int,
+    log: Any,
+    retries: int = 2,
+) -> dict[str, dict[str, Any]]:
     """Per contender, per rate: medians over ``reps`` interleaved runs at ``aggregate`` tok/s total."""
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {str(r): [] for r in rates} for n in names}
     for name in names:  # warm-up
@@ -172,17 +201,23 @@ def cpu_sweep(pid: int, port: int, names: list[str], rates: list[float], aggrega
             streams = max(2, round(aggregate / rate))
             order = names if rep % 2 == 0 else list(reversed(names))
             for name in order:
-                r = quiet_sample(lambda: paced_cpu(pid, port, name, rate, streams, duration),  # noqa: B023
-                                 retries, log)
+                r = quiet_sample(
+                    lambda: paced_cpu(pid, port, name, rate, streams, duration),  # noqa: B023
+                    retries,
+                    log,
+                )
                 runs[name][str(rate)].append(r)
-                log(f"  server rep {rep + 1}/{reps} {name:>22} {rate:>6g} tok/s x{streams}: "
+                log(
+                    f"  server rep {rep + 1}/{reps} {name:>22} {rate:>6g} tok/s x{streams}: "
                     f"{r['cpu_us_per_token']:.2f} us/token, {r['frames_per_token']:.3f} frames/token, "
-                    f"foreign {r['foreign_cores']:.2f} cores")
+                    f"foreign {r['foreign_cores']:.2f} cores"
+                )
     return {n: {r: _median_dict(v) for r, v in per.items()} for n, per in runs.items()}
 
 
-async def _ttft_window(port: int, name: str, users: int, warm: float, window: float, tokens: int,
-                       rate: float) -> list[float]:
+async def _ttft_window(
+    port: int, name: str, users: int, warm: float, window: float, tokens: int, rate: float
+) -> list[float]:
     """Closed loop: ``users`` clients each stream one request after another; TTFTs of the window."""
     req = request_bytes(port, "/" + name, n=tokens, rate=rate)
     t0 = time.perf_counter()
@@ -207,8 +242,9 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def ttft(pid: int, port: int, names: list[str], users: int, window: float, reps: int,
-         log: Any, retries: int = 2) -> dict[str, Any]:
+def ttft(
+    pid: int, port: int, names: list[str], users: int, window: float, reps: int, log: Any, retries: int = 2
+) -> dict[str, Any]:
     """TTFT p50/p99 (ms) per contender under ``users`` concurrent streams, medians over reps.
 
     Each stream is 20 tokens at 20 tok/s (4,000 tok/s in all at 200 users); ``server_cpu`` is the
@@ -216,24 +252,32 @@ def ttft(pid: int, port: int, names: list[str], users: int, window: float, reps:
     """
     tokens, rate = 20, 20.0
     per: dict[str, dict[str, list[float]]] = {
-        n: {"p50": [], "p99": [], "n": [], "server_cpu": [], "foreign_cores": []} for n in names}
+        n: {"p50": [], "p99": [], "n": [], "server_cpu": [], "foreign_cores": []} for n in names
+    }
 
     def one(name: str) -> dict[str, Any]:
         foreign = Foreign(pid)
         cpu0, t0 = cpu_seconds(pid), time.perf_counter()
         s = asyncio.run(_ttft_window(port, name, users, tokens / rate, window, tokens, rate))
         busy = (cpu_seconds(pid) - cpu0) / (time.perf_counter() - t0)
-        return {"p50": _pct(s, 0.5) * 1e3, "p99": _pct(s, 0.99) * 1e3, "n": len(s), "server_cpu": busy,
-                "foreign_cores": round(foreign.cores(), 3)}
+        return {
+            "p50": _pct(s, 0.5) * 1e3,
+            "p99": _pct(s, 0.99) * 1e3,
+            "n": len(s),
+            "server_cpu": busy,
+            "foreign_cores": round(foreign.cores(), 3),
+        }
 
     for rep in range(reps):
         for name in names if rep % 2 == 0 else list(reversed(names)):
             r = quiet_sample(lambda: one(name), retries, log)  # noqa: B023
             for key in per[name]:
                 per[name][key].append(r[key])
-            log(f"  ttft rep {rep + 1}/{reps} {name:>16}: p50 {r['p50']:.3f} ms, p99 {r['p99']:.3f} ms "
+            log(
+                f"  ttft rep {rep + 1}/{reps} {name:>16}: p50 {r['p50']:.3f} ms, p99 {r['p99']:.3f} ms "
                 f"({r['n']} streams, server CPU {r['server_cpu']:.0%}, "
-                f"foreign {r['foreign_cores']:.2f} cores)")
+                f"foreign {r['foreign_cores']:.2f} cores)"
+            )
     return {n: {k: round(statistics.median(v), 3) for k, v in d.items()} for n, d in per.items()}
 
 

@@ -30,6 +30,7 @@ _TEXT: Final = (
     "- first token: never delayed\n- later tokens: at most one window late\n- errors: always in band\n\n"
 )
 
+
 def _split_tokens(text: str) -> list[str]:
     """BPE-like pieces: a word keeps its leading space, long words split every 4 characters."""
     pieces = re.findall(r"\n+| ?[^\s]{1,4}| ", text)

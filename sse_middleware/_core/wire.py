@@ -73,6 +73,13 @@ def escape(text: str) -> bytes:
 _ESCAPED: Final = re.compile('["\\\\\x00-\x1f\u2028\u2029\ud800-\udfff]')
 
 
+def token_counts(usage: Any, input_key: str, output_key: str) -> dict[str, Any]:
+    """``input_tokens`` / ``output_tokens`` from a provider's usage object, under its own key names."""
+    if not isinstance(usage, dict):
+        return {}
+    return {"input_tokens": usage.get(input_key), "output_tokens": usage.get(output_key)}
+
+
 def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:
     """(event name, data) of an LF-framed event made of at most one ``event`` and one ``data`` line."""
     if CR in raw:

@@ -116,41 +116,19 @@ def uvicorn(
 ) -> contextlib.AbstractContextManager[Server]:
     """``uvicorn app``; ``env`` adds variables (e.g. SSE_MIDDLEWARE_*, TEST_WRAP); ``extra`` its options."""
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        app,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--app-dir",
-        str(ROOT),
-        "--no-access-log",
-        *extra,
-    ]
+    cmd = [*uvicorn_command(app, port), *extra]
     return launch("uvicorn", cmd, port, env)
+
+
+def uvicorn_command(app: str, port: int, *extra: str) -> list[str]:
+    host = ["--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, "-m", "uvicorn", app, *host, "--app-dir", str(ROOT), "--no-access-log", *extra]
 
 
 def command(kind: str, app: str, port: int) -> list[str]:
     """The command line that serves ``app`` on ``port`` with server ``kind`` (one of SERVERS)."""
     if kind.startswith("uvicorn"):
-        return [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            app,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--http",
-            kind.split("-")[1],
-            "--no-access-log",
-            "--app-dir",
-            str(ROOT),
-        ]
+        return uvicorn_command(app, port, "--http", kind.split("-")[1])
     if kind.startswith("hypercorn"):
         worker = kind.split("-")[1]
         return [sys.executable, "-m", "hypercorn", app, "--bind", f"127.0.0.1:{port}", "-k", worker]

@@ -17,7 +17,7 @@ import re
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, with_id
+from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, token_counts, with_id
 from .base import Spliced, data_error, matched
 
 # The compact shape real servers send, matched in C so the per-token path parses no JSON. It matches only
@@ -137,10 +137,7 @@ class OpenAIChat(Spliced):
         for choice in obj.get("choices") or ():
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 out["finish_reason"] = choice["finish_reason"]
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            out["input_tokens"] = usage.get("prompt_tokens")
-            out["output_tokens"] = usage.get("completion_tokens")
+        out.update(token_counts(obj.get("usage"), "prompt_tokens", "completion_tokens"))
         return out
 
     def wants_info(self, raw: bytes) -> bool:

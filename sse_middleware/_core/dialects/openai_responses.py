@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, loads, name_and_data, simple, splice, string_field, with_id
+from ..wire import Delta, loads, name_and_data, simple, splice, string_field, token_counts, with_id
 from .base import Dialect, data_error
 
 _PLACES: Final = {
@@ -68,10 +68,7 @@ class OpenAIResponses(Dialect):
         out: dict[str, Any] = {"model": response.get("model"), "response_id": response.get("id")}
         if response.get("status") in ("completed", "incomplete", "failed"):
             out["finish_reason"] = response["status"]
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            out["input_tokens"] = usage.get("input_tokens")
-            out["output_tokens"] = usage.get("output_tokens")
+        out.update(token_counts(response.get("usage"), "input_tokens", "output_tokens"))
         return out
 
     def wants_info(self, raw: bytes) -> bool:
