@@ -55,13 +55,13 @@ def per_token(
 ) -> tuple[float, float]:
     """(CPU µs per token, frames per token) for ``streams`` streams at ``rate`` tok/s of simulated time."""
     kind, first, bodies, last = FORMATS[fmt]
-    settings = StreamingSettings(coalesce=coalesce)
+    config = StreamingSettings(coalesce=coalesce).core()
     frames = 0
     n = len(bodies)
     per_stream = tokens // streams
     t0 = time.process_time()
     for _ in range(streams):
-        pipe = Pipeline(kind, settings, None)
+        pipe = Pipeline(kind, config, None)
         now, step = 1000.0, 1.0 / rate
         if first:
             frames += len(pipe.feed(first, now))

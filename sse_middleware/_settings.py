@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Final
 
+from ._core.config import CoreConfig
 from ._core.resume import parse_store_url
 from ._exceptions import ConfigError
 
@@ -100,6 +101,19 @@ class StreamingSettings:
             return cls(**values)
         except ConfigError as exc:
             raise ConfigError(f"from the environment: {exc}") from None
+
+    def core(self) -> CoreConfig:
+        """The plain values the sans-I/O core is told (it never sees this class)."""
+        return CoreConfig(
+            dialect=self.dialect,
+            json_text_field=self.json_text_field,
+            coalesce=self.coalesce,
+            coalesce_max_delay=self.coalesce_max_delay,
+            coalesce_max_bytes=self.coalesce_max_bytes,
+            max_event_bytes=self.max_event_bytes,
+            heartbeat_interval=self.heartbeat_interval,
+            stall_timeout=self.stall_timeout,
+        )
 
     def replace(self, changes: Mapping[str, Any]) -> StreamingSettings:
         """A copy with ``changes`` applied; unknown names are a :class:`ConfigError`."""

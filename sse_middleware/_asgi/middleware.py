@@ -46,6 +46,7 @@ class StreamingMiddleware:
         if not isinstance(self.settings, StreamingSettings):
             raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
         s = self.settings
+        self.core = s.core()  # the core's config for streams without per-request overrides
         self.telemetry = Telemetry(
             tracer_provider,
             meter_provider,

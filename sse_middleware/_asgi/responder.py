@@ -226,7 +226,7 @@ class Responder:
             )
         pipe = Pipeline(
             kind,
-            settings,
+            self.mw.core if settings is self.mw.settings else settings.core(),
             rec,
             headers=message.get("headers", ()),
             relay=self.mw.relays.for_route(self.scope),
@@ -242,7 +242,7 @@ class Responder:
         if self.client_watch.gone:
             stream.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
-        stream.watcher.want(next_deadline(settings, pipe, stream.clocks))  # none: no task, no timer
+        stream.watcher.want(next_deadline(pipe.config, pipe, stream.clocks))  # none: no task, no timer
         self._listen_if_needed()
 
 

@@ -41,6 +41,7 @@ class Stream:
     __slots__ = (
         "_trailers",
         "clocks",
+        "config",
         "cut",
         "detached",
         "disconnected",
@@ -68,6 +69,7 @@ class Stream:
     ) -> None:
         self.r = r
         self.settings = settings
+        self.config = pipe.config
         self.pipe = pipe
         self.rec = rec
         self.server_send = send
@@ -169,7 +171,8 @@ class Stream:
         final body. Called by the host, in a shielded and bounded scope."""
         info = self.ending
         if info is None and failure is not None:
-            info = errors.report(failure, self.settings, self.error_id(), self.disconnected)
+            detail, gone = self.settings.error_detail, self.disconnected
+            info = errors.report(failure, detail=detail, error_id=self.error_id(), client_gone=gone)
         elif info is None and cancelled and not self.disconnected:
             # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
             info = errors.shutdown(self.error_id(), self.settings.shutdown_retry_ms)

@@ -42,7 +42,7 @@ class StreamTimers:
         if phase is Phase.STREAMING:
             if self._handover:
                 return now
-            deadline = next_deadline(s.settings, s.pipe, s.clocks)
+            deadline = next_deadline(s.config, s.pipe, s.clocks)
             return min(deadline, self._abandoned_at()) if s.detached else deadline
         if phase in (Phase.CLOSING, Phase.ENDING):
             return s.clocks.stop_at
@@ -52,6 +52,7 @@ class StreamTimers:
         """Do what is due at ``now``; return the next deadline (inf: none)."""
         s = self.s
         pipe, clocks, settings, r = s.pipe, s.clocks, s.settings, s.r
+        config = s.config
         if r.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
             if now < clocks.stop_at:
                 return clocks.stop_at
@@ -61,7 +62,7 @@ class StreamTimers:
             return math.inf
         if self._handover:
             await self._hand_over(now)
-        what = due(settings, pipe, clocks, now)
+        what = due(config, pipe, clocks, now)
         if what is Due.HARD_STOP:
             r.cancel_app()
             return math.inf
@@ -89,7 +90,7 @@ class StreamTimers:
             await self._write_due(what, now)
         if r.phase is not Phase.STREAMING:
             return clocks.stop_at
-        deadline = next_deadline(settings, pipe, clocks)
+        deadline = next_deadline(config, pipe, clocks)
         return min(deadline, self._abandoned_at()) if s.detached else deadline
 
     def _abandoned_at(self) -> float:
@@ -122,7 +123,8 @@ class StreamTimers:
                     s.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
                 except Exception as exc:  # the server refused our write: the stream failed, not the app
                     s.r.failure = exc
-                    s.end(errors.report(exc, s.settings, s.error_id(), s.disconnected))
+                    detail, gone = s.settings.error_detail, s.disconnected
+                    s.end(errors.report(exc, detail=detail, error_id=s.error_id(), client_gone=gone))
             self._due_write = None
         finally:
             gate.release()

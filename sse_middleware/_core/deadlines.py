@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from .._settings import StreamingSettings
 from . import headers
+from .config import CoreConfig
 from .pipeline import Pipeline
 
 FINALIZE_SECONDS: Final = 5.0
@@ -45,7 +45,7 @@ class Clocks:
         self.stop_at = self.shutdown_at + FINALIZE_SECONDS
 
 
-def next_deadline(s: StreamingSettings, pipe: Pipeline, clocks: Clocks) -> float:
+def next_deadline(s: CoreConfig, pipe: Pipeline, clocks: Clocks) -> float:
     """The next time anything is due on a live stream."""
     deadline = clocks.shutdown_at
     due = pipe.deadline()
@@ -58,7 +58,7 @@ def next_deadline(s: StreamingSettings, pipe: Pipeline, clocks: Clocks) -> float
     return deadline
 
 
-def due(s: StreamingSettings, pipe: Pipeline, clocks: Clocks, now: float) -> Due:
+def due(s: CoreConfig, pipe: Pipeline, clocks: Clocks, now: float) -> Due:
     """What to do at ``now`` on a live stream, most urgent first."""
     if now >= clocks.stop_at:
         return Due.HARD_STOP

@@ -11,12 +11,9 @@ import dataclasses
 import logging
 import secrets
 import sys
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from .._exceptions import StreamError
-
-if TYPE_CHECKING:
-    from .._settings import StreamingSettings
 
 if sys.version_info < (3, 11):  # pragma: no cover - anyio brings the backport there
     from exceptiongroup import BaseExceptionGroup
@@ -94,7 +91,7 @@ def is_disconnect(exc: BaseException) -> bool:
     return isinstance(exc, OSError) or type(exc).__name__ in _DISCONNECT_NAMES
 
 
-def report(exc: BaseException, settings: StreamingSettings, error_id: str, client_gone: bool) -> ErrorInfo:
+def report(exc: BaseException, *, detail: bool, error_id: str, client_gone: bool) -> ErrorInfo:
     """Log a failure after the response started, once, and say what the client is told.
 
     A failure that only means the client left is not an error on the server: debug, not a traceback.
@@ -103,7 +100,7 @@ def report(exc: BaseException, settings: StreamingSettings, error_id: str, clien
         logger.debug("stream ended by the client leaving (error id %s)", error_id)
     else:
         logger.error("stream failed after the response started (error id %s)", error_id, exc_info=exc)
-    return describe(exc, detail=settings.error_detail, error_id=error_id)
+    return describe(exc, detail=detail, error_id=error_id)
 
 
 def timeout(error_id: str, seconds: float) -> ErrorInfo:

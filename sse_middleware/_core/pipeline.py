@@ -10,19 +10,17 @@ arrives, and nothing is injected until it ends.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._settings import StreamingSettings
 from . import headers as kinds
 from .coalesce import Coalescer
+from .config import CoreConfig
 from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
 from .dialects.base import Spliced
 from .errors import ErrorInfo
+from .observer import StreamObserver
 from .sse import Framer
 from .wire import CR, Envelope
-
-if TYPE_CHECKING:
-    from .._telemetry.recorder import StreamTelemetry
 
 
 class Pipeline:
@@ -33,22 +31,23 @@ class Pipeline:
     def __init__(
         self,
         kind: str,
-        settings: StreamingSettings,
-        rec: StreamTelemetry | None,
+        config: CoreConfig,
+        rec: StreamObserver | None,
         *,
         headers: Iterable[tuple[bytes, bytes]] = (),
         relay: RouteRelay | None = None,
     ) -> None:
         self.kind = kind
+        self.config = config
         self.rec = rec
-        self._max_event = settings.max_event_bytes
-        self._relay = relay if settings.coalesce else None  # nothing to learn for when nothing merges
+        self._max_event = config.max_event_bytes
+        self._relay = relay if config.coalesce else None  # nothing to learn for when nothing merges
         self.framer = Framer() if kind == kinds.SSE else None
-        self.dialect: Dialect = initial(kind, settings, headers)
+        self.dialect: Dialect = initial(kind, config, headers)
         self._plain = self.dialect if isinstance(self.dialect, PlainText) else None
         self.coalescer: Coalescer[Any, Envelope] | None = None
-        if settings.coalesce and self.dialect.merges:
-            self.coalescer = Coalescer(settings.coalesce_max_delay, settings.coalesce_max_bytes)
+        if config.coalesce and self.dialect.merges:
+            self.coalescer = Coalescer(config.coalesce_max_delay, config.coalesce_max_bytes)
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
         # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
         # (None: a pass-through stream whose telemetry would find the last event's answers again).

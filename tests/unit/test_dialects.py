@@ -90,17 +90,18 @@ def test_detection_waits_for_an_event_with_data() -> None:
 
 def test_the_ai_sdk_header_names_the_dialect_before_any_event() -> None:
     hint = [(b"Content-Type", b"text/event-stream"), (b"X-Vercel-AI-UI-Message-Stream", b"v1")]
-    assert isinstance(initial(headers.SSE, StreamingSettings(), hint), AISDK)
+    assert isinstance(initial(headers.SSE, StreamingSettings().core(), hint), AISDK)
     other = [(b"x-vercel-ai-ui-message-stream", b"v2")]
-    assert isinstance(initial(headers.SSE, StreamingSettings(), other), Undetected)
-    assert isinstance(initial(headers.SSE, StreamingSettings(dialect="sse"), hint), Generic)  # settings win
+    assert isinstance(initial(headers.SSE, StreamingSettings().core(), other), Undetected)
+    named = StreamingSettings(dialect="sse").core()
+    assert isinstance(initial(headers.SSE, named, hint), Generic)  # settings win
 
 
 def test_named_dialects_and_stream_kinds() -> None:
-    named = initial(headers.SSE, StreamingSettings(dialect="json", json_text_field="a.b"), ())
+    named = initial(headers.SSE, StreamingSettings(dialect="json", json_text_field="a.b").core(), ())
     assert isinstance(named, JsonRelay)
-    assert isinstance(initial(headers.TEXT, StreamingSettings(), ()), PlainText)
-    assert initial(headers.BYTES, StreamingSettings(), ()).error_event(INFO) is None
+    assert isinstance(initial(headers.TEXT, StreamingSettings().core(), ()), PlainText)
+    assert initial(headers.BYTES, StreamingSettings().core(), ()).error_event(INFO) is None
 
 
 # -- OpenAI chat ------------------------------------------------------------------------------------

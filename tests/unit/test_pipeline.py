@@ -66,7 +66,7 @@ def drive(
     stream: bytes, cuts: list[int], gaps: list[float], s: StreamingSettings, **pipeline: Any
 ) -> list[bytes]:
     """Feed ``stream`` cut at ``cuts``, advancing a fake clock by ``gaps``, ticking at every deadline."""
-    pipe = Pipeline("sse", s, None, **pipeline)
+    pipe = Pipeline("sse", s.core(), None, **pipeline)
     frames: list[bytes] = []
     now = 0.0
     bounds = sorted({min(c, len(stream)) for c in cuts} | {len(stream)})
@@ -153,14 +153,14 @@ def test_generic_sse_is_byte_identical_under_any_chunking(
 
 
 def test_whole_events_are_forwarded_as_the_apps_own_bytes() -> None:
-    pipe = Pipeline("sse", StreamingSettings(), None)
+    pipe = Pipeline("sse", StreamingSettings().core(), None)
     first = b"data: x\n\n"
     assert pipe.feed(first, 0.0)[0] is first
 
 
 def test_a_huge_event_streams_through_without_being_held() -> None:
     s = StreamingSettings(max_event_bytes=1000)
-    pipe = Pipeline("sse", s, None)
+    pipe = Pipeline("sse", s.core(), None)
     assert pipe.feed(b"data: a\n\n", 0.0) == [b"data: a\n\n"]
     sent = pipe.feed(b"data: " + b"x" * 600, 0.1)  # under the bound: held
     assert sent == [] and not pipe.mid_event
@@ -173,7 +173,7 @@ def test_a_huge_event_streams_through_without_being_held() -> None:
 def test_error_frame_drops_a_partial_event_so_it_cannot_swallow_the_error() -> None:
     from sse_middleware._core.errors import ErrorInfo
 
-    pipe = Pipeline("sse", StreamingSettings(), None)
+    pipe = Pipeline("sse", StreamingSettings().core(), None)
     assert pipe.feed(b"data: half", 0.0) == []
     frame = pipe.error_frame(ErrorInfo("internal_error", "failed", "id"))
     assert frame is not None
@@ -243,8 +243,8 @@ def test_the_fast_lane_sends_what_the_full_path_sends(
     stream = ascii_json(stream) if escaped else stream
     bounds = [0, *sorted({min(c, len(stream)) for c in cuts} | {len(stream)})]
     bodies = [stream[a:b] for a, b in itertools.pairwise(bounds)]
-    full = Pipeline("sse", s, None, **format_case(fmt, tokens)[2])  # its own relay route
-    lockstep(bodies, gaps, Pipeline("sse", s, None, **pipeline), full)
+    full = Pipeline("sse", s.core(), None, **format_case(fmt, tokens)[2])  # its own relay route
+    lockstep(bodies, gaps, Pipeline("sse", s.core(), None, **pipeline), full)
 
 
 def test_the_fast_lane_is_left_at_anything_but_a_merged_delta_that_ends_a_body() -> None:
@@ -252,8 +252,9 @@ def test_the_fast_lane_is_left_at_anything_but_a_merged_delta_that_ends_a_body()
     body's data line joins), nor after an event that turned a relay off."""
     bodies = [openai_chunk(None, role=True), openai_chunk("Hel"), openai_chunk("lo"), openai_chunk("!")[:-1]]
     bodies += ["\n", openai_chunk("a") + ": note\n", openai_chunk("b"), openai_chunk("c")]
-    fast = Pipeline("sse", StreamingSettings(), None)
-    frames = lockstep([b.encode() for b in bodies], [0.01], fast, Pipeline("sse", StreamingSettings(), None))
+    fast = Pipeline("sse", StreamingSettings().core(), None)
+    full = Pipeline("sse", StreamingSettings().core(), None)
+    frames = lockstep([b.encode() for b in bodies], [0.01], fast, full)
     assert fast._lane is not None  # type: ignore[attr-defined]
     assert content(frames) == ("Hello!abc", ["role"])
     assert b": note\n" + openai_chunk("b").encode() in b"".join(frames)  # one event, forwarded as it came
@@ -261,8 +262,8 @@ def test_the_fast_lane_is_left_at_anything_but_a_merged_delta_that_ends_a_body()
     frames = lockstep(
         [b.encode() for b in relay],
         [0.01],
-        Pipeline("sse", StreamingSettings(), None, relay=learned()),
-        Pipeline("sse", StreamingSettings(), None, relay=learned()),
+        Pipeline("sse", StreamingSettings().core(), None, relay=learned()),
+        Pipeline("sse", StreamingSettings().core(), None, relay=learned()),
     )
     assert b"".join(frames) == "".join(relay).encode()  # after the break, nothing merges
 
@@ -299,8 +300,8 @@ def test_pass_through_telemetry_sees_on_the_fast_lane_what_it_sees_on_the_full_p
     bounds = [0, *sorted({min(c, len(stream)) for c in cuts} | {len(stream)})]
     bodies = [stream[a:b] for a, b in itertools.pairwise(bounds)]
     fast_rec, full_rec = Observed(), Observed()
-    fast = Pipeline("sse", s, fast_rec, **pipeline)  # type: ignore[arg-type]
-    full = Pipeline("sse", s, full_rec, **format_case(fmt, tokens)[2])  # type: ignore[arg-type]
+    fast = Pipeline("sse", s.core(), fast_rec, **pipeline)  # type: ignore[arg-type]
+    full = Pipeline("sse", s.core(), full_rec, **format_case(fmt, tokens)[2])  # type: ignore[arg-type]
     assert b"".join(lockstep(bodies, [0.01], fast, full)) == stream
     assert fast_rec.calls == full_rec.calls
 
@@ -309,7 +310,7 @@ def test_pass_through_telemetry_takes_the_fast_lane_between_content_events_only(
     """The lane opens at a content event with nothing to parse, and the finish chunk leaves it: its info
     (finish reason, usage) is read."""
     rec = Observed()
-    p = Pipeline("sse", StreamingSettings(coalesce=False), rec)  # type: ignore[arg-type]
+    p = Pipeline("sse", StreamingSettings(coalesce=False).core(), rec)  # type: ignore[arg-type]
     p.feed(openai_chunk(None, role=True).encode(), 0.0)
     assert p._lane is None  # type: ignore[attr-defined]
     for i, token in enumerate(["Hel", "lo", "!"]):
@@ -321,7 +322,7 @@ def test_pass_through_telemetry_takes_the_fast_lane_between_content_events_only(
     assert [c[1].get("finish_reason") for c in rec.calls if c[0] == "response"][-1] == "stop"
     # Usage on every content chunk (the same object each time): each one is read, none takes the lane.
     rec = Observed()
-    p = Pipeline("sse", StreamingSettings(coalesce=False), rec)  # type: ignore[arg-type]
+    p = Pipeline("sse", StreamingSettings(coalesce=False).core(), rec)  # type: ignore[arg-type]
     p.feed(openai_chunk(None, role=True).encode(), 0.0)
     usage = ',"usage":{"prompt_tokens":5}}'
     for i, token in enumerate(["Hel", "lo", "!"]):
@@ -415,7 +416,7 @@ def test_text_plain_bytes_are_never_altered_under_any_chunking(
     """Cuts inside multi-byte characters, and a last character the app never finished: what goes out,
     joined, is exactly what came in."""
     body = "".join(tokens).encode() + unfinished
-    pipe, out, now, last = Pipeline("text", StreamingSettings(), None), [], 0.0, 0
+    pipe, out, now, last = Pipeline("text", StreamingSettings().core(), None), [], 0.0, 0
     for i, bound in enumerate(sorted({min(c, len(body)) for c in cuts} | {len(body)})):
         now += gaps[i % len(gaps)]
         while (due := pipe.deadline()) is not None and due <= now:
@@ -428,7 +429,7 @@ def test_text_plain_bytes_are_never_altered_under_any_chunking(
 def test_text_plain_that_breaks_utf8_after_a_held_lead_byte_is_forwarded_as_it_came() -> None:
     """A chunk ends in a lead byte (held for its character) and the next starts with ASCII: not UTF-8,
     so from there on the bytes go out as they came, the held byte first."""
-    pipe, chunks = Pipeline("text", StreamingSettings(), None), [b"ab", b"cd\xc3", b"ef", b"gh"]
+    pipe, chunks = Pipeline("text", StreamingSettings().core(), None), [b"ab", b"cd\xc3", b"ef", b"gh"]
     out = [frame for i, chunk in enumerate(chunks) for frame in pipe.feed(chunk, i * 0.01)]
     assert b"".join(out + pipe.close()) == b"".join(chunks)
 

@@ -48,3 +48,74 @@ def test_runtime_imports_only_the_allowed_dependencies(path: Path) -> None:
     assert third_party <= RUNTIME | OPTIONAL.get(path.relative_to(PACKAGE).as_posix(), set()), third_party
     if SANS_IO in path.parents:
         assert not _imports(path) & {"anyio", "asyncio", "starlette", "trio"}, "sans-I/O modules do no I/O"
+
+
+# The layers, lowest first: a module may import its own layer and those below it, never one above (nor,
+# within a layer, a sibling package: telemetry and resume know nothing of each other). TYPE_CHECKING
+# imports count: a type the core names from above is a dependency all the same.
+LAYERS: list[set[str]] = [
+    {"_types", "_exceptions"},
+    {"_core"},
+    {"_settings"},
+    {"_telemetry", "_resume"},
+    {"_asgi"},
+    {"_check", "__init__", "__main__"},
+]
+_LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _top(path: Path) -> str:
+    """The layer name of a module: its first part below the package (``_core``, ``_settings``, ...)."""
+    return path.relative_to(PACKAGE).with_suffix("").parts[0]
+
+
+def _internal_imports(path: Path) -> set[str]:
+    """The package's own modules that ``path`` imports, as their first part below the package."""
+    package = path.relative_to(PACKAGE).with_suffix("").parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = (*base, *(node.module.split(".") if node.module else ()))
+                if not target:  # ``from .. import x``: the package's own __init__ (or a module named x)
+                    target = ("__init__",)
+            elif node.module and node.module.split(".")[0] == "sse_middleware":
+                target = tuple(node.module.split(".")[1:]) or ("__init__",)
+            else:
+                continue
+            found.add(target[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "sse_middleware":
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_layers_import_downward_only(path: Path) -> None:
+    mine = _top(path)
+    assert mine in _LAYER_OF, f"{mine} is in no layer: add it to LAYERS"
+    for target in _internal_imports(path) - {mine}:
+        assert target in _LAYER_OF, f"{target} is in no layer: add it to LAYERS"
+        assert _LAYER_OF[target] < _LAYER_OF[mine] or (
+            _LAYER_OF[target] == _LAYER_OF[mine] == len(LAYERS) - 1
+        ), f"{mine} imports {target}, which is not below it"
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    """The control: the check finds a relative, an absolute and a TYPE_CHECKING import of a higher layer."""
+    core = PACKAGE / "_core"
+    for source in (
+        "from .._settings import StreamingSettings\n",
+        "import sse_middleware._telemetry.recorder\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..._asgi.stream import Stream\n",
+    ):
+        probe = core / "dialects" / "_layer_probe.py" if "..." in source else core / "_layer_probe.py"
+        try:
+            probe.write_text(source)
+            with pytest.raises(AssertionError, match="not below it"):
+                test_layers_import_downward_only(probe)
+        finally:
+            probe.unlink()

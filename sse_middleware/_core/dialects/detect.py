@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from ..._settings import StreamingSettings
 from .. import headers
+from ..config import CoreConfig
 from ..wire import loads, name_and_data
 from .ai_sdk import AISDK, is_start
 from .anthropic import Anthropic
@@ -40,16 +40,16 @@ _ANTHROPIC_EVENTS: Final = frozenset(("message_start", "content_block_start", "c
 
 
 def initial(
-    kind: str, settings: StreamingSettings, response_headers: Iterable[tuple[bytes, bytes]] = ()
+    kind: str, config: CoreConfig, response_headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> Dialect:
     """The dialect a stream starts with: final, or :class:`Undetected` until its first event with data."""
     if kind == headers.TEXT:
         return PlainText()
     if kind != headers.SSE:
         return Opaque()
-    name = settings.dialect
+    name = config.dialect
     if name == "json":
-        return JsonRelay(settings.json_text_field)
+        return JsonRelay(config.json_text_field)
     if name != "auto":
         return BY_NAME[name]()
     hint = headers.dialect_hint(response_headers)

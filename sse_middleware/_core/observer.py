@@ -1,0 +1,24 @@
+"""What the pipeline tells whoever watches a stream (the telemetry implements it; the core imports none)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class StreamObserver(Protocol):
+    def dialect(self, provider: str, operation: str) -> None:
+        """What the stream speaks, e.g. ("openai", "chat")."""
+
+    def chunk(self, now: float, content: bool) -> None:
+        """One app event; ``content``: it carries output text. Called per token: keep it cheap."""
+
+    def response(
+        self,
+        *,
+        model: str | None = None,
+        response_id: str | None = None,
+        finish_reason: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+    ) -> None:
+        """What an event said about the response (a dialect's ``info``)."""
