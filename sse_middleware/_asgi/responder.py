@@ -15,7 +15,6 @@ body (background tasks, dependency cleanup), and whenever the app hears of a dis
 from __future__ import annotations
 
 import functools
-import math
 import time
 from typing import TYPE_CHECKING
 
@@ -23,8 +22,8 @@ import anyio
 import anyio.lowlevel
 
 from .._core import headers
-from .._core.deadlines import FINALIZE_SECONDS, next_deadline
-from .._core.lifecycle import Phase, move
+from .._core.deadlines import next_deadline
+from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
@@ -34,8 +33,6 @@ from .stream import Stream
 
 if TYPE_CHECKING:
     from .middleware import StreamingMiddleware
-
-_LIVE = (Phase.STREAMING, Phase.ENDING)
 
 
 class Responder:
@@ -47,10 +44,8 @@ class Responder:
         "_peek",
         "_send",
         "client_watch",
-        "failure",
+        "life",
         "mw",
-        "ours",
-        "phase",
         "scope",
         "settings",
         "started_mono",
@@ -63,31 +58,27 @@ class Responder:
         self.scope = scope
         self.settings: StreamingSettings = mw.settings
         self._send = send
-        self.phase = Phase.WAITING
         self.started_mono = time.monotonic()
         self.started_ns = time.time_ns()
         self.stream: Stream | None = None  # made when the response turns out to be a stream
-        self.failure: Exception | None = None
-        self.ours = False  # the middleware ended the stream and cancelled the app: its writes go nowhere
         self.client_watch = ClientWatch(receive, headers.has_request_body(scope.get("headers", ())))
         self._peek: BodyPeek | None = BodyPeek()  # what the app reads of its body: the request's model
         self._app_scope = anyio.CancelScope()
-
-    def cancel_app(self) -> None:
-        self._app_scope.cancel()
+        self.life = Lifecycle(self._app_scope.cancel)
 
     # -- the host task -------------------------------------------------------------------------------
 
     async def run(self, app: ASGIApp) -> None:
         cancelled = False
+        failure: Exception | None = None  # the app's, after the start: the stream reports it
         escaped: Exception | None = None  # the app's, raised where it would have been without us
         try:
             with self._app_scope:
                 try:
                     await app(self.scope, self.receive, self.send)
                 except Exception as exc:
-                    if self.phase in _LIVE:
-                        self.failure = exc
+                    if self.life.phase in LIVE:
+                        failure = exc
                     else:
                         escaped = exc
                 except anyio.get_cancelled_exc_class():
@@ -97,36 +88,18 @@ class Responder:
             cancelled = True
             raise
         finally:
-            stream = self.stream
-            if stream is not None:
-                stream.watcher.stop()  # first: nothing of ours outlives the response, or holds the gate
-                with anyio.CancelScope(shield=True):
-                    await stream.watcher.join()
-                if self.phase in _LIVE:
-                    with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                        await stream.finish(cancelled, self.failure)
-                if stream.rec is not None:  # ends once; here in case a last write was cut short
-                    stream.rec.end(time.monotonic(), client_disconnected=stream.disconnected)
-                log, stream.log = stream.log, None
-                if log is not None:  # a last write that never came: the log says the stream was cut
-                    with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                        await log.close(False)
-                self.mw.forget(self)
+            if self.stream is not None:
+                await self.stream.aclose(cancelled, failure)
         if escaped is not None:
             raise escaped
 
     async def _cancelled_from_outside(self) -> None:
-        """The server stopped waiting (uvicorn's ``--timeout-graceful-shutdown``): send the reconnect event
-        now, not after unwinding: uvicorn re-raises SIGTERM (ending the process) a few loop turns later."""
-        stream = self.stream
-        if stream is not None and self.phase is Phase.STREAMING and not self._app_scope.cancel_called:
-            stream.watcher.stop()  # frees the gate if it was writing; joined later, in run()
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await stream.finish(True, self.failure)
+        if self.stream is not None and not self._app_scope.cancel_called:
+            await self.stream.interrupted(None)
 
     def drain(self, grace: float | None = None) -> None:
         if self.stream is not None:
-            self.stream.timers.drain(self.settings.shutdown_grace if grace is None else grace)
+            self.stream.drain(self.settings.shutdown_grace if grace is None else grace)
 
     # -- receive: the app's, exactly the server's (see disconnect.py) --------------------------------
 
@@ -135,40 +108,23 @@ class Responder:
             message = await self.client_watch.receive()
         except anyio.get_cancelled_exc_class():
             stream = self.stream
-            if stream is not None and stream.clocks.shutdown_at != math.inf:
+            if stream is not None and stream.stopping:
                 await self._cancelled_from_outside()  # stopping: this is where Starlette's host task waits
             raise
         if self._peek is not None:
             self._peek.see(message)
         stream = self.stream
-        if stream is not None and self.phase is Phase.STREAMING:
+        if stream is not None and self.life.phase is Phase.STREAMING:
             if message["type"] == "http.disconnect":
                 stream.client_left(cancel_app=False)  # the app heard it: what it does next is its own
             else:
-                self._listen_if_needed()  # the app read its body, or stopped listening itself
+                stream.listen_if_needed()  # the app read its body, or stopped listening itself
         return message
-
-    def _listen_if_needed(self) -> None:
-        stream = self.stream
-        if (
-            stream is not None
-            and not stream.watcher.listening
-            and self.phase is Phase.STREAMING
-            and self.client_watch.can_listen()
-            and not _reports_disconnect_on_send(self.scope)
-        ):
-            stream.watcher.listen(stream.listen)
-
-    def hide_disconnects(self) -> None:
-        """A resumable stream: the app goes on when its client leaves, and never hears of it."""
-        stream = self.stream
-        if stream is not None:
-            self.client_watch.hide_disconnects(lambda: stream.client_left(cancel_app=False))
 
     # -- send: what the app writes -------------------------------------------------------------------
 
     async def send(self, message: Message) -> None:
-        phase = self.phase
+        phase = self.life.phase
         if phase is Phase.PASSING:
             await self._send(message)
             return
@@ -186,7 +142,7 @@ class Responder:
                 await self._start(message)
             else:
                 await self._send(message)  # e.g. a body before the start: the server decides
-        elif self.ours:
+        elif self.life.ours:
             # We ended the stream and cancelled the app: its writes go nowhere, and each is a checkpoint,
             # so that an app that awaits nothing but send (an async generator over a list) stops here.
             await anyio.lowlevel.checkpoint()
@@ -202,19 +158,18 @@ class Responder:
         kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
         if kind is None or settings is None:
             self._peek = None
-            self.phase = move(self.phase, Phase.PASSING)
+            self.life.pass_through()
             await self._send(message)
             return
         start = {**message, "headers": headers.stream_headers(message.get("headers", ()))}
         self._peek, peek = None, self._peek
         if self.scope.get("method") == "HEAD":  # no body will go out: the headers GET would have, no more
-            self.phase = move(self.phase, Phase.PASSING)
+            self.life.pass_through()
             await self._send(start)
             return
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
-        self.phase = move(self.phase, Phase.STREAMING)
         rec = None
         if settings.telemetry:
             rec = self.mw.telemetry.start(
@@ -231,19 +186,29 @@ class Responder:
             headers=message.get("headers", ()),
             relay=self.mw.relays.for_route(self.scope),
         )
-        trailers = bool(message.get("trailers"))
-        stream = self.stream = Stream(self, settings, pipe, rec, self._send, trailers=trailers)
+        stream = self.stream = Stream(
+            self.life,
+            settings,
+            pipe,
+            rec,
+            self._send,
+            self.client_watch,
+            trailers=bool(message.get("trailers")),
+            forget=functools.partial(self.mw.forget, self),
+            may_listen=not _reports_disconnect_on_send(self.scope),
+        )
+        self.life.stream(stream.release)
         if settings.resume and kind == headers.SSE:
             span = rec.span_context() if rec is not None else None  # makes the span now (for links)
             stream.log = await self.mw.resume.open(self.scope, settings, start["headers"], span)
             if stream.log is not None:
-                self.hide_disconnects()
+                stream.hide_disconnects()
         self.mw.track(self)
         if self.client_watch.gone:
             stream.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
         stream.watcher.want(next_deadline(pipe.config, pipe, stream.clocks))  # none: no task, no timer
-        self._listen_if_needed()
+        stream.listen_if_needed()
 
 
 def _reports_disconnect_on_send(scope: Scope) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -23,10 +24,11 @@ import anyio
 from .._core import errors
 from .._core.deadlines import FINALIZE_SECONDS, Clocks
 from .._core.errors import ErrorInfo, logger
-from .._core.lifecycle import Phase, move
+from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings
 from .._types import Message, Send
+from .disconnect import ClientWatch
 from .gate import SendGate
 from .stream_timers import BODY, StreamTimers
 from .watcher import Watcher
@@ -34,22 +36,30 @@ from .watcher import Watcher
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
-    from .responder import Responder
 
 
 class Stream:
+    """``life``: the response's lifecycle, whose named transitions are the only way this stream changes
+    phase. ``forget``: the middleware no longer needs to drain this stream at a shutdown.
+    ``may_listen``: whether the server says a client left only on ``receive`` (ASGI < 2.4), so that a
+    listener of ours may have to read it."""
+
     __slots__ = (
+        "_forget",
+        "_may_listen",
         "_trailers",
+        "client_watch",
         "clocks",
         "config",
         "cut",
         "detached",
         "disconnected",
         "ending",
+        "failure",
         "gate",
+        "life",
         "log",
         "pipe",
-        "r",
         "rec",
         "server_send",
         "settings",
@@ -59,15 +69,21 @@ class Stream:
 
     def __init__(
         self,
-        r: Responder,
+        life: Lifecycle,
         settings: StreamingSettings,
         pipe: Pipeline,
         rec: StreamTelemetry | None,
         send: Send,
+        client_watch: ClientWatch,
         *,
         trailers: bool,
+        forget: Callable[[], object],
+        may_listen: bool,
     ) -> None:
-        self.r = r
+        self.life = life
+        self.client_watch = client_watch
+        self._forget = forget
+        self._may_listen = may_listen
         self.settings = settings
         self.config = pipe.config
         self.pipe = pipe
@@ -84,6 +100,7 @@ class Stream:
         self.cut = False  # ended by us without a word to anyone (abandoned): the log is not complete
         self.disconnected = False
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
+        self.failure: Exception | None = None  # a write of ours the server refused
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -152,17 +169,13 @@ class Stream:
     async def _closing(self, data: bytes) -> None:
         """The app's final body, with the gate held. Still ours while it is written: a shutdown's hard
         stop may cut it when a client that stopped reading holds it."""
-        r = self.r
-        r.phase = move(r.phase, Phase.CLOSING)
+        self.life.closing()
         try:
             await self.last_write(data, complete=True)
         except OSError:
             if not self.client_left(cancel_app=False):
                 raise
-        if r.phase is Phase.CLOSING:
-            r.phase = move(r.phase, Phase.ENDED)
-            r.mw.forget(r)
-            self.watcher.stop()
+        self.life.closed()
 
     # -- the end -------------------------------------------------------------------------------------------
 
@@ -190,9 +203,7 @@ class Stream:
                 )
             else:
                 out.append(frame)
-        r = self.r
-        r.phase = Phase.ENDED
-        r.ours = True
+        self.life.finished()
         error_type = errors.error_type_name(failure) if failure else info.type if info else None
         await self.gate.take()
         try:
@@ -233,25 +244,22 @@ class Stream:
         if self.disconnected:
             return True
         self.disconnected = True
-        r = self.r
-        if r.phase is Phase.CLOSING:  # the app's last write failed (ASGI >= 2.4): it hears it there
-            r.phase = move(r.phase, Phase.ENDED)
-            r.mw.forget(r)
+        life = self.life
+        if life.phase is Phase.CLOSING:  # the app's last write failed (ASGI >= 2.4): it hears it there
+            life.closed()
             return False
-        if r.phase is not Phase.STREAMING:
+        if life.phase is not Phase.STREAMING:
             return False
         if self.log is not None and not self.log.failed:
             self.detach()
             return True
         self.watcher.stop()
         if cancel_app:
-            r.phase = move(r.phase, Phase.ENDING)
-            r.cancel_app()  # the host finishes the stream's bookkeeping
+            life.end()  # the host's teardown finishes the stream's bookkeeping
             return True
-        r.phase = move(r.phase, Phase.ENDED)
         if self.rec is not None:
             self.rec.end(time.monotonic(), client_disconnected=True)
-        r.mw.forget(r)
+        life.client_gone()
         return False
 
     def detach(self) -> None:
@@ -267,23 +275,92 @@ class Stream:
         if self.log is not None and self.log.unwatched_since != math.inf:
             self.watcher.want(self.log.unwatched_since + self.settings.resume_abandon_after)
 
-    def end(self, info: ErrorInfo) -> None:
-        """End the stream from the middleware's side: the app is cancelled, the host sends ``info``."""
-        r = self.r
-        if r.phase is Phase.STREAMING:
+    def end(self, info: ErrorInfo | None) -> None:
+        """End the stream from the middleware's side: the app is cancelled, the host's teardown sends
+        ``info`` (None: nothing to say, the stream is cut; its log says it is incomplete)."""
+        if self.life.phase is Phase.STREAMING:
+            if info is None:
+                self.cut = True
             self.ending = info
-            r.phase = move(r.phase, Phase.ENDING)
-            r.ours = True
-            r.cancel_app()
+            self.life.end()
+
+    def fail(self, exc: Exception) -> None:
+        """The server refused a write of ours: the stream failed, not the app."""
+        self.failure = exc
+        self.end(
+            errors.report(
+                exc,
+                detail=self.settings.error_detail,
+                error_id=self.error_id(),
+                client_gone=self.disconnected,
+            )
+        )
 
     def error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)
 
     # -- the disconnect listener (run by the watcher while the app does not listen itself) ------------
 
-    async def listen(self) -> None:
-        if await self.r.client_watch.listen():  # the app did not hear it (unless it came back meanwhile)
-            self.client_left(cancel_app=not self.r.client_watch.app_listening)
+    def listen_if_needed(self) -> None:
+        """Start our listener if nobody would otherwise hear the client leave."""
+        if (
+            self._may_listen
+            and not self.watcher.listening
+            and self.life.phase is Phase.STREAMING
+            and self.client_watch.can_listen()
+        ):
+            self.watcher.listen(self._listen)
+
+    async def _listen(self) -> None:
+        watch = self.client_watch
+        if await watch.listen():  # the app did not hear it (unless it came back meanwhile)
+            self.client_left(cancel_app=not watch.app_listening)
+
+    def hide_disconnects(self) -> None:
+        """A resumable stream: the app goes on when its client leaves, and never hears of it."""
+        self.client_watch.hide_disconnects(lambda: self.client_left(cancel_app=False))
+
+    # -- shutdown and teardown -------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """A shutdown has begun for this stream."""
+        return self.clocks.shutdown_at != math.inf
+
+    def drain(self, grace: float) -> None:
+        self.timers.drain(grace)
+
+    def release(self) -> None:
+        """No longer ours to look after (called once, by the lifecycle): no helper, no shutdown drain."""
+        self.watcher.stop()
+        self._forget()
+
+    async def interrupted(self, failure: Exception | None) -> None:
+        """The server stopped waiting for the response (uvicorn's ``--timeout-graceful-shutdown``): send
+        the reconnect event now, not after unwinding, since uvicorn re-raises SIGTERM (ending the process)
+        a few loop turns later."""
+        if self.life.phase is Phase.STREAMING:
+            self.watcher.stop()  # frees the gate if it was writing; joined in aclose()
+            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                await self.finish(True, failure)
+
+    async def aclose(self, cancelled: bool, failure: Exception | None) -> None:
+        """The one teardown, when the app's run is over (returned, raised or cancelled): whatever the
+        stream still owes goes out, then nothing of ours outlives the response. Every await is shielded
+        and bounded."""
+        self.watcher.stop()  # first: nothing of ours may hold the gate or write after this
+        with anyio.CancelScope(shield=True):
+            await self.watcher.join()
+        if self.life.phase in LIVE:
+            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                await self.finish(cancelled, failure or self.failure)
+        if self.rec is not None:  # ends once; here in case a last write was cut short
+            self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
+        log, self.log = self.log, None
+        if log is not None:  # a last write that never came: the log says the stream was cut
+            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                await log.close(False)
+        self.life.release()
 
 
 def _body(data: bytes) -> Message:

@@ -17,8 +17,8 @@ import anyio
 from .._core import errors
 from .._core.deadlines import Due, due, next_deadline
 from .._core.errors import logger
-from .._core.lifecycle import Phase, move
-from .._core.sse import comment
+from .._core.lifecycle import Phase
+from .._core.sse import comment, retry_only
 from .watcher import scope_time
 
 if TYPE_CHECKING:
@@ -28,103 +28,99 @@ BODY = "http.response.body"
 
 
 class StreamTimers:
-    __slots__ = ("_due_write", "_handover", "s")
+    __slots__ = ("_due_write", "_handover", "stream")
 
     def __init__(self, stream: Stream) -> None:
-        self.s = stream
+        self.stream = stream
         self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
         self._handover = False  # a shutdown asked a resumable stream to send its client away
 
     def peek(self, now: float) -> float:
         """The next deadline, with nothing done (``<= now``: something is due)."""
-        s = self.s
-        phase = s.r.phase
+        stream = self.stream
+        phase = stream.life.phase
         if phase is Phase.STREAMING:
             if self._handover:
                 return now
-            deadline = next_deadline(s.config, s.pipe, s.clocks)
-            return min(deadline, self._abandoned_at()) if s.detached else deadline
+            return self._next(stream)
         if phase in (Phase.CLOSING, Phase.ENDING):
-            return s.clocks.stop_at
+            return stream.clocks.stop_at
         return math.inf
+
+    def _next(self, stream: Stream) -> float:
+        deadline = next_deadline(stream.config, stream.pipe, stream.clocks)
+        return min(deadline, self._abandoned_at()) if stream.detached else deadline
 
     async def wake(self, now: float) -> float:
         """Do what is due at ``now``; return the next deadline (inf: none)."""
-        s = self.s
-        pipe, clocks, settings, r = s.pipe, s.clocks, s.settings, s.r
-        config = s.config
-        if r.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
+        stream = self.stream
+        life, clocks, settings = stream.life, stream.clocks, stream.settings
+        if life.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
             if now < clocks.stop_at:
                 return clocks.stop_at
-            r.cancel_app()  # a client that stopped reading cannot hold a deploy
+            life.hard_stop()  # a client that stopped reading cannot hold a deploy
             return math.inf
-        if r.phase is not Phase.STREAMING:
+        if life.phase is not Phase.STREAMING:
             return math.inf
         if self._handover:
             await self._hand_over(now)
-        what = due(config, pipe, clocks, now)
+        what = due(stream.config, stream.pipe, clocks, now)
         if what is Due.HARD_STOP:
-            r.cancel_app()
+            life.hard_stop()
             return math.inf
         if what is Due.SHUTDOWN:
-            s.end(errors.shutdown(s.error_id(), settings.shutdown_retry_ms))
+            stream.end(errors.shutdown(stream.error_id(), settings.shutdown_retry_ms))
         elif what is Due.STALL:
-            s.end(errors.timeout(s.error_id(), settings.stall_timeout))
-        elif s.detached and now >= self._abandoned_at():
+            stream.end(errors.timeout(stream.error_id(), settings.stall_timeout))
+        elif stream.detached and now >= self._abandoned_at():
             logger.debug("a detached resumable stream nobody follows: ended")
-            s.cut = True
-            r.phase = move(r.phase, Phase.ENDING)
-            r.ours = True
-            r.cancel_app()
-        elif what is Due.POSTPONE or (what is Due.HEARTBEAT and s.detached):
+            stream.end(None)
+        elif what is Due.POSTPONE or (what is Due.HEARTBEAT and stream.detached):
             clocks.last_write = now  # inside a huge event on the wire, or no client to keep alive
-        elif what is not Due.NOTHING and s.gate.busy:
+        elif what is not Due.NOTHING and stream.gate.busy:
             # A send is in flight (a slow client holds it up). Never queue behind it, or a stuck client
             # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
             if what is Due.HEARTBEAT:
                 clocks.last_write = now
             else:
                 with anyio.move_on_after(settings.coalesce_max_delay):
-                    await s.gate.released().wait()
+                    await stream.gate.released().wait()
         elif what is not Due.NOTHING:
             await self._write_due(what, now)
-        if r.phase is not Phase.STREAMING:
+        if life.phase is not Phase.STREAMING:
             return clocks.stop_at
-        deadline = next_deadline(config, pipe, clocks)
-        return min(deadline, self._abandoned_at()) if s.detached else deadline
+        return self._next(stream)
 
     def _abandoned_at(self) -> float:
-        log = self.s.log
-        return math.inf if log is None else log.unwatched_since + self.s.settings.resume_abandon_after
+        log = self.stream.log
+        return math.inf if log is None else log.unwatched_since + self.stream.settings.resume_abandon_after
 
     async def _write_due(self, what: Due, now: float) -> None:
         """A flush of merged text or a heartbeat, written by the watcher between the app's writes."""
-        s = self.s
-        gate = s.gate
+        stream = self.stream
+        gate = stream.gate
         gate.busy = True  # taken before the frame is made: nothing can slip in between
         try:
             flush = what is Due.FLUSH
-            frame = b"".join(s.pipe.tick(now)) if flush else comment(s.settings.heartbeat_comment)
+            frame = b"".join(stream.pipe.tick(now)) if flush else comment(stream.settings.heartbeat_comment)
             if not frame:
                 return
             # A client that stopped reading may hold this write: bounded by the shutdown (drain() moves
             # it), so that the watcher is free to end the stream when the grace is over.
-            with anyio.CancelScope(deadline=scope_time(s.clocks.shutdown_at)) as self._due_write:
+            with anyio.CancelScope(deadline=scope_time(stream.clocks.shutdown_at)) as self._due_write:
                 try:
                     if flush:
-                        await s.deliver(frame, now)
+                        await stream.deliver(frame, now)
                     else:
-                        await s.server_send({"type": BODY, "body": frame, "more_body": True})
-                        s.clocks.last_write = now
-                        if s.rec is not None:
-                            s.rec.frame(len(frame))
-                            s.rec.heartbeat()
+                        await stream.server_send({"type": BODY, "body": frame, "more_body": True})
+                        stream.clocks.last_write = now
+                        if stream.rec is not None:
+                            stream.rec.frame(len(frame))
+                            stream.rec.heartbeat()
                 except OSError:
-                    s.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
+                    stream.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
                 except Exception as exc:  # the server refused our write: the stream failed, not the app
-                    s.r.failure = exc
-                    detail, gone = s.settings.error_detail, s.disconnected
-                    s.end(errors.report(exc, detail=detail, error_id=s.error_id(), client_gone=gone))
+                    stream.fail(exc)
             self._due_write = None
         finally:
             gate.release()
@@ -136,32 +132,32 @@ class StreamTimers:
         (and the bounded cleanup), everything the response does is cancelled, so a client that stopped
         reading cannot hold a deploy. A resumable stream hands its client over at once instead, and its app
         produces into the log for the grace. Called from a loop callback (the signal), not from a task."""
-        s = self.s
-        s.clocks.shutdown(time.monotonic() + grace)
+        stream = self.stream
+        stream.clocks.shutdown(time.monotonic() + grace)
         if self._due_write is not None:
-            self._due_write.deadline = scope_time(s.clocks.shutdown_at)
-        if s.log is not None and not s.detached:
+            self._due_write.deadline = scope_time(stream.clocks.shutdown_at)
+        if stream.log is not None and not stream.detached:
             self._handover = True
-            s.watcher.want(-math.inf)
-        s.watcher.want(s.clocks.shutdown_at)
+            stream.watcher.want(-math.inf)
+        stream.watcher.want(stream.clocks.shutdown_at)
 
     async def _hand_over(self, now: float) -> None:
         """Send a resumable stream's live client away with a reconnect hint (not logged: followers must not
         replay it) and a clean end; the app goes on producing into the log."""
         self._handover = False
-        s = self.s
-        await s.gate.take()
+        stream = self.stream
+        await stream.gate.take()
         try:
-            if s.detached or s.disconnected:
+            if stream.detached or stream.disconnected:
                 return
-            hint = b"retry: %d\n\n" % s.settings.shutdown_retry_ms
-            merged = b"".join(s.pipe.flush())
+            merged = b"".join(stream.pipe.flush())
             if merged:
-                await s.deliver(merged, now)
-            if not s.disconnected:
-                await s.server_send({"type": BODY, "body": hint, "more_body": False})
+                await stream.deliver(merged, now)
+            if not stream.disconnected:
+                hint = retry_only(stream.settings.shutdown_retry_ms)
+                await stream.server_send({"type": BODY, "body": hint, "more_body": False})
         except OSError:
             pass
         finally:
-            s.gate.release()
-        s.detach()
+            stream.gate.release()
+        stream.detach()

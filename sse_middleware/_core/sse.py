@@ -173,6 +173,11 @@ def encode(event: Event) -> bytes:
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
+def retry_only(ms: int) -> bytes:
+    """An event with nothing but a reconnect delay: clients apply it, dispatch nothing."""
+    return b"retry: %d\n\n" % ms
+
+
 def comment(text: str) -> bytes:
     """A comment frame: ignored by every client, keeps proxies from timing the connection out."""
     _check_line("comment", text)

@@ -119,3 +119,39 @@ def test_the_layer_check_sees_an_upward_import() -> None:
                 test_layers_import_downward_only(probe)
         finally:
             probe.unlink()
+
+
+OWNER = PACKAGE / "_core" / "lifecycle.py"  # the one writer of a response's phase
+_LIFECYCLE_STATE = {"phase", "ours"}
+
+
+def _state_writes(source: str) -> list[int]:
+    """Lines that assign ``<anything>.phase`` or ``.ours`` (plain, augmented or annotated)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, ast.Attribute) and part.attr in _LIFECYCLE_STATE:
+                    lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_lifecycle_assigns_a_phase(path: Path) -> None:
+    if path == OWNER:
+        assert _state_writes(path.read_text()), "the owner makes the moves"
+        return
+    assert not _state_writes(path.read_text()), "only _core/lifecycle.py changes a phase: call a transition"
+
+
+def test_the_phase_check_sees_a_write_from_outside() -> None:
+    """The control: the writes the old shell made (``r.phase = move(...)``, ``r.ours = True``) are found."""
+    assert _state_writes("r.phase = move(r.phase, Phase.ENDED)\n") == [1]
+    assert _state_writes("x = 1\nself.r.ours = True\n") == [2]
+    assert _state_writes("a, s.life.phase = 1, 2\n") == [1]
+    assert not _state_writes("phase = life.phase\nif life.ours: pass\n")

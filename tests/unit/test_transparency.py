@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
-from sse_middleware._core.lifecycle import LifecycleError, Phase, move
+from sse_middleware._core.lifecycle import Lifecycle, LifecycleError, Phase
 
 from ..support.harness import scope
 
@@ -194,16 +194,32 @@ async def test_an_exception_group_before_the_start_comes_out_as_the_same_object(
     assert info.value is group
 
 
-def test_every_phase_change_is_in_the_table() -> None:
-    legal = {
-        (Phase.WAITING, Phase.PASSING), (Phase.WAITING, Phase.STREAMING), (Phase.STREAMING, Phase.CLOSING),
-        (Phase.STREAMING, Phase.ENDING), (Phase.STREAMING, Phase.ENDED), (Phase.CLOSING, Phase.ENDED),
-        (Phase.ENDING, Phase.ENDED),
-    }  # fmt: skip
-    for current in Phase:
-        for new in Phase:
-            if (current, new) in legal:
-                assert move(current, new) is new
-            else:
-                with pytest.raises(LifecycleError):
-                    move(current, new)
+def test_a_transition_the_table_does_not_allow_raises_and_changes_nothing() -> None:
+    cancelled: list[bool] = []
+    life = Lifecycle(lambda: cancelled.append(True))
+    with pytest.raises(LifecycleError):
+        life.closing()  # no stream yet
+    assert life.phase is Phase.WAITING
+    life.pass_through()
+    with pytest.raises(LifecycleError):
+        life.stream(lambda: None)  # a pass-through response never becomes a stream
+    assert life.phase is Phase.PASSING and not life.ours and not cancelled
+
+
+def test_the_named_transitions_do_their_bookkeeping_once() -> None:
+    cancelled: list[bool] = []
+    released: list[bool] = []
+    life = Lifecycle(lambda: cancelled.append(True))
+    life.stream(lambda: released.append(True))
+    life.end()
+    assert (life.phase, life.ours, cancelled, released) == (Phase.ENDING, True, [True], [])
+    life.end()  # already ending: nothing more
+    life.finished()
+    life.release()
+    life.release()
+    assert (life.phase, cancelled, released) == (Phase.ENDED, [True], [True])
+    closing = Lifecycle(lambda: cancelled.append(True))
+    closing.stream(lambda: released.append(True))
+    closing.closing()
+    closing.closed()
+    assert (closing.phase, closing.ours, released) == (Phase.ENDED, False, [True, True])
