@@ -104,7 +104,7 @@ class Pipeline:
         merged = False
         for raw in _events(blob):
             delta = dialect.delta(raw)
-            merged = delta is not None and bool(delta[2])
+            merged = delta is not None and bool(delta.text)
             if delta is not None and merged:
                 out.extend(self._merge(coalescer, delta, now))
             else:  # an empty delta still goes out: it may carry what starts a tool call
@@ -162,7 +162,7 @@ class Pipeline:
         in their text take the fast lane. A delta is content, and never in an event with info to parse
         (a dialect's read declines those: merging them would lose it), so the answers are the same."""
         found = dialect.learn(event)  # not delta(): a relay's must not learn or forget its route here
-        if found is not None and found[2]:
+        if found is not None and found.text:
             self._lane = (dialect, None)
 
     def _record_info(self, dialect: Dialect, raw: bytes) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .errors import ErrorInfo
 from .sse import Event, Parser
@@ -20,10 +20,22 @@ QUOTE: Final = 34
 BACKSLASH: Final = 92
 DONE: Final = b"[DONE]"
 
-Delta = tuple[Hashable, Envelope, str]
-"""What a dialect finds in a mergeable event: its merge key, its envelope, and its text."""
-Known = tuple[bytes, bytes, Hashable]
-"""A dialect's last delta envelope and key, to read the next event of the same shape without a parse."""
+
+
+class Delta(NamedTuple):
+    """What a dialect finds in a mergeable event."""
+
+    key: Hashable
+    envelope: Envelope
+    text: str
+
+
+class Known(NamedTuple):
+    """A dialect's last delta envelope and key, to read the next event of the same shape without a parse."""
+
+    before: bytes
+    after: bytes
+    key: Hashable
 
 
 def loads(data: bytes | str) -> Any:

@@ -46,7 +46,7 @@ class AISDK(Spliced):
         envelope = splice(_FIELDS[spec[1]], raw) if isinstance(text, str) else None
         if envelope is None or not isinstance(ident, str) or not isinstance(text, str):
             return None
-        return (kind, ident), envelope, text
+        return Delta((kind, ident), envelope, text)
 
     def content(self, raw: bytes) -> bool:
         return raw.find(b'-delta"') >= 0

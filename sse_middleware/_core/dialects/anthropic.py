@@ -55,7 +55,7 @@ class Anthropic(Spliced):
         envelope = splice(pattern, raw) if isinstance(text, str) else None
         if envelope is None or not isinstance(text, str):
             return None
-        return (index, kind), envelope, text
+        return Delta((index, kind), envelope, text)
 
     def content(self, raw: bytes) -> bool:
         return raw.startswith(b"event: content_block_delta")

@@ -108,15 +108,15 @@ class Spliced(Dialect):
         if last is not None:
             text = self.same_text(raw)
             if text is not None:
-                return last[2], self.envelope, text
+                return Delta(last.key, self.envelope, text)
         return self.learn(raw)
 
     def learn(self, raw: bytes) -> Delta | None:
         """:meth:`read`; a delta found becomes the envelope that :meth:`same_text` answers from."""
         found = self.read(raw)
         if found is not None:
-            before, after = self.envelope = found[1]
-            self._last = (before, after, found[0])
+            before, after = self.envelope = found.envelope
+            self._last = Known(before, after, found.key)
             self._text_at = slice(len(before), -len(after))  # an envelope's end is never empty
         return found
 
@@ -150,7 +150,7 @@ def matched(match: re.Match[bytes], key: Hashable) -> Delta | None:
     if not text:
         return None
     raw = match.string
-    return key, (raw[: match.start(3)], raw[match.end(3) :]), text
+    return Delta(key, (raw[: match.start(3)], raw[match.end(3) :]), text)
 
 
 class Generic(Dialect):
@@ -194,7 +194,7 @@ class Text(Dialect):
         name, data = event
         text = self._decoder.decode(data)
         head = b"event: " + name + b"\n" if name is not None else b""
-        return name, (head, b"\n\n"), text
+        return Delta(name, (head, b"\n\n"), text)
 
     def build(self, envelope: Envelope, text: str) -> bytes:
         lines = re.split("\r\n|\r|\n", text)
@@ -217,7 +217,7 @@ class PlainText(Dialect):
 
     def delta(self, raw: bytes) -> Delta | None:
         """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
-        return None, self.envelope, self.text(raw)
+        return Delta(None, self.envelope, self.text(raw))
 
     def text(self, raw: bytes) -> str:
         """The text of ``raw`` and of what came before it unfinished. Raises ``UnicodeDecodeError`` for

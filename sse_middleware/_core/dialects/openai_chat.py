@@ -119,7 +119,7 @@ class OpenAIChat(Spliced):
                 self._calls[slot] = tool[1]
             key += (tool[0], self._calls.get(slot))
         envelope = splice(_FIELDS[kind], raw)
-        return None if envelope is None else (key, envelope, text)
+        return None if envelope is None else Delta(key, envelope, text)
 
     def content(self, raw: bytes) -> bool:
         # find(), not `in`: `in` first tries a bytes needle as an int, and raises and clears a TypeError

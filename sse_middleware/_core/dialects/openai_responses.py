@@ -54,7 +54,7 @@ class OpenAIResponses(Dialect):
             return None
         key = (event[0], *where)
         envelope = splice(_DELTA, raw)
-        return None if envelope is None else (key, envelope, obj["delta"])
+        return None if envelope is None else Delta(key, envelope, obj["delta"])
 
     def content(self, raw: bytes) -> bool:
         return b".delta" in raw[:80]

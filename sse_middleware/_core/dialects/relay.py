@@ -131,7 +131,7 @@ class JsonRelay(Spliced):
         envelope = splice(self._pattern, raw) if isinstance(value, str) else None
         if envelope is None or not isinstance(value, str):
             return None
-        return envelope, envelope, value
+        return Delta(envelope, envelope, value)
 
 
 class RelayProbe(Generic):
