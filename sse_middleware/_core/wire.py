@@ -21,13 +21,26 @@ BACKSLASH: Final = 92
 DONE: Final = b"[DONE]"
 
 
-
 class Delta(NamedTuple):
     """What a dialect finds in a mergeable event."""
 
     key: Hashable
     envelope: Envelope
     text: str
+
+
+class Part(NamedTuple):
+    """Which part of an answer a delta's text belongs to: what guards and output checks are told."""
+
+    kind: str
+    """``text``, ``reasoning``, ``tool_arguments``, or ``data`` (an event whose text is not read)."""
+    name: str | None = None
+    """The tool's name, for a tool call's arguments (None until the stream said it)."""
+
+
+TEXT: Final = Part("text")
+REASONING: Final = Part("reasoning")
+DATA: Final = Part("data")
 
 
 class Known(NamedTuple):

@@ -9,10 +9,22 @@ parts per ``toolCallId``, when the part has exactly its type, its id and its tex
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, with_id
+from ..wire import (
+    REASONING,
+    TEXT,
+    Delta,
+    Part,
+    data_object,
+    loads,
+    name_and_data,
+    splice,
+    string_field,
+    with_id,
+)
 from .base import Spliced, data_error
 
 _PARTS: Final = {
@@ -35,6 +47,24 @@ class AISDK(Spliced):
     name = "ai-sdk"
     provider = "ai-sdk"
     operation = "chat"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._names: dict[str, str] = {}  # toolCallId -> toolName
+
+    def part(self, key: Hashable) -> Part:
+        if not isinstance(key, tuple):
+            return TEXT
+        if key[0] == "tool-input-delta":
+            return Part("tool_arguments", self._names.get(key[1]))
+        return REASONING if key[0] == "reasoning-delta" else TEXT
+
+    def see(self, raw: bytes) -> None:
+        obj = data_object(raw)
+        if obj is not None and obj.get("type") == "tool-input-start":
+            ident, name = obj.get("toolCallId"), obj.get("toolName")
+            if isinstance(ident, str) and isinstance(name, str):
+                self._names[ident] = name
 
     def read(self, raw: bytes) -> Delta | None:
         obj = data_object(raw)

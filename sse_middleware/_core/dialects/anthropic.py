@@ -8,10 +8,22 @@ Merged: a ``content_block_delta`` whose delta is exactly ``{"type", <its one str
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, with_id
+from ..wire import (
+    REASONING,
+    TEXT,
+    Delta,
+    Part,
+    data_object,
+    loads,
+    name_and_data,
+    splice,
+    string_field,
+    with_id,
+)
 from .base import Spliced, data_error, matched
 
 _FAST: Final = re.compile(
@@ -23,6 +35,7 @@ _FIELDS: Final = {
     "thinking_delta": ("thinking", string_field(b"thinking")),
     "input_json_delta": ("partial_json", string_field(b"partial_json")),
 }
+_PARTS: Final = {"text_delta": TEXT, "thinking_delta": REASONING}
 _ERRORS: Final = {
     "internal_error": "api_error",
     "timeout": "timeout_error",
@@ -36,6 +49,23 @@ class Anthropic(Spliced):
     name = "anthropic"
     provider = "anthropic"
     operation = "chat"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._names: dict[int, str] = {}  # block index -> the tool a tool_use block calls
+
+    def part(self, key: Hashable) -> Part:
+        if isinstance(key, tuple) and key[1] == "input_json_delta":
+            return Part("tool_arguments", self._names.get(key[0]))
+        return _PARTS.get(key[1], TEXT) if isinstance(key, tuple) else TEXT
+
+    def see(self, raw: bytes) -> None:
+        obj = data_object(raw, b"content_block_start")
+        block = obj.get("content_block") if obj is not None else None
+        if obj is not None and isinstance(block, dict) and isinstance(obj.get("index"), int):
+            name = block.get("name")
+            if isinstance(name, str):
+                self._names[obj["index"]] = name
 
     def read(self, raw: bytes) -> Delta | None:
         fast = _FAST.fullmatch(raw)

@@ -28,9 +28,11 @@ from ..wire import (
     CR,
     LF,
     QUOTE,
+    TEXT,
     Delta,
     Envelope,
     Known,
+    Part,
     dumps,
     escape,
     simple,
@@ -38,7 +40,18 @@ from ..wire import (
     with_retry,
 )
 
-__all__ = ["Delta", "Dialect", "Generic", "Opaque", "PlainText", "Spliced", "Text", "Undetected", "sse_error"]
+__all__ = [
+    "Delta",
+    "Dialect",
+    "Generic",
+    "Opaque",
+    "Part",
+    "PlainText",
+    "Spliced",
+    "Text",
+    "Undetected",
+    "sse_error",
+]
 
 
 def sse_error(info: ErrorInfo) -> bytes:
@@ -74,6 +87,14 @@ class Dialect:
 
     def flush(self) -> bytes:
         return b""
+
+    def part(self, key: Hashable) -> Part:
+        """Which part of the answer the deltas of ``key`` are (text unless the format says otherwise)."""
+        return TEXT
+
+    def see(self, raw: bytes) -> None:
+        """An event that is not a delta, shown when parts matter (guards, output checks): a format whose
+        tool calls are named in an event of their own learns the names here."""
 
     def content(self, raw: bytes) -> bool:
         """Whether this event carries output (for TTFT / inter-chunk timing)."""

@@ -14,10 +14,23 @@ arguments it is the envelope the later fragments merge into; with empty argument
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, data_object, loads, name_and_data, splice, string_field, token_counts, with_id
+from ..wire import (
+    REASONING,
+    TEXT,
+    Delta,
+    Part,
+    data_object,
+    loads,
+    name_and_data,
+    splice,
+    string_field,
+    token_counts,
+    with_id,
+)
 from .base import Spliced, data_error, matched
 
 # The compact shape real servers send, matched in C so the per-token path parses no JSON. It matches only
@@ -88,6 +101,31 @@ class OpenAIChat(Spliced):
     def __init__(self) -> None:
         super().__init__()
         self._calls: dict[tuple[Any, int], Any] = {}  # (choice, tool index) -> the call id its head gave
+        self._names: dict[tuple[Any, int], str] = {}  # (choice, tool index) -> the function's name
+
+    def part(self, key: Hashable) -> Part:
+        if not isinstance(key, tuple) or len(key) < 4:
+            return TEXT
+        if key[3] == "arguments":
+            return Part("tool_arguments", self._names.get((key[1], key[4])))
+        return TEXT if key[3] == "content" else REASONING
+
+    def see(self, raw: bytes) -> None:
+        obj = data_object(raw)
+        if obj is not None:
+            self._learn_names(obj)
+
+    def _learn_names(self, obj: dict[str, Any]) -> None:
+        """The function names a chunk's tool-call heads give, by (choice, tool index)."""
+        choices = obj.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            for call in calls if isinstance(calls, list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                name = function.get("name") if isinstance(function, dict) else None
+                if isinstance(name, str) and isinstance(call.get("index"), int):
+                    self._names[(choice.get("index"), call["index"])] = name
 
     def read(self, raw: bytes) -> Delta | None:
         fast = _FAST.fullmatch(raw)
@@ -114,6 +152,7 @@ class OpenAIChat(Spliced):
         kind, text, tool = found_text
         key: tuple[Any, ...] = (obj.get("id"), index, role, kind)
         if tool is not None:
+            self._learn_names(obj)
             slot = (index, tool[0])
             if tool[1] is not None:
                 self._calls[slot] = tool[1]

@@ -9,10 +9,23 @@ when they hold no logprobs and no field this reader does not know. The first eve
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
-from ..wire import Delta, loads, name_and_data, simple, splice, string_field, token_counts, with_id
+from ..wire import (
+    REASONING,
+    TEXT,
+    Delta,
+    Part,
+    loads,
+    name_and_data,
+    simple,
+    splice,
+    string_field,
+    token_counts,
+    with_id,
+)
 from .base import Dialect, data_error
 
 _PLACES: Final = {
@@ -20,6 +33,11 @@ _PLACES: Final = {
     b"response.reasoning_text.delta": ("item_id", "output_index", "content_index"),
     b"response.reasoning_summary_text.delta": ("item_id", "output_index", "summary_index"),
     b"response.function_call_arguments.delta": ("item_id", "output_index"),
+}
+_KINDS: Final = {
+    b"response.output_text.delta": TEXT,
+    b"response.reasoning_text.delta": REASONING,
+    b"response.reasoning_summary_text.delta": REASONING,
 }
 _COMMON: Final = frozenset(("type", "delta", "sequence_number", "logprobs", "obfuscation"))
 _DELTA: Final = string_field(b"delta")
@@ -38,6 +56,29 @@ class OpenAIResponses(Dialect):
     provider = "openai"
     operation = "responses"
     merges = True
+
+    def __init__(self) -> None:
+        self._names: dict[object, str] = {}  # function_call item id -> the function's name
+
+    def part(self, key: Hashable) -> Part:
+        if not isinstance(key, tuple):
+            return TEXT
+        if key[0] == b"response.function_call_arguments.delta":
+            return Part("tool_arguments", self._names.get(key[1]))
+        return _KINDS.get(key[0], TEXT)
+
+    def see(self, raw: bytes) -> None:
+        event = simple(raw)
+        if event is None or event[0] not in (b"response.output_item.added", b"response.output_item.done"):
+            return
+        obj = loads(event[1])
+        item = obj.get("item") if isinstance(obj, dict) else None
+        if (
+            isinstance(item, dict)
+            and item.get("type") == "function_call"
+            and isinstance(item.get("name"), str)
+        ):
+            self._names[item.get("id")] = item["name"]
 
     def delta(self, raw: bytes) -> Delta | None:
         event = simple(raw)
