@@ -1,0 +1,6 @@
+"""Structured output held against its JSON Schema while it streams: the first character that rules out
+every valid completion is a fault. Sans-I/O: text in, ``Fault | None`` out."""
+
+from .schema import EVALUATED, CompiledSchema, compile_schema
+
+__all__ = ["EVALUATED", "CompiledSchema", "compile_schema"]
