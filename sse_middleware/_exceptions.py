@@ -22,3 +22,8 @@ class StreamError(SSEMiddlewareError):
         self.message = message
         self.type = type
         self.code = code
+
+
+class SchemaError(SSEMiddlewareError, ValueError):
+    """A JSON Schema the output checker cannot read (not an object or boolean, a remote or unresolvable
+    ``$ref``, a ``$ref`` cycle that consumes no input). The caller checks syntax only, or nothing."""
