@@ -51,8 +51,9 @@ class RedisClusterServer:
     def __init__(self, nodes: list[RedisServer], cli: str) -> None:
         self.nodes = nodes
         self.cli = cli
-        self.url = f"redis+cluster://127.0.0.1:{nodes[0].port}"
+        self.url = f"redis+cluster://127.0.0.1:{nodes[0].port}"  # one seed: the client finds the rest
         self.seeds = ",".join(f"127.0.0.1:{node.port}" for node in nodes)
+        self.seeds_url = f"redis+cluster://{self.seeds}"  # every node a seed: any one may be down at start
 
     def command(self, port: int, *args: str) -> str:
         done = subprocess.run(
