@@ -171,10 +171,14 @@ class StoreAddress:
     kind: str  # "memory" or "redis"
     url: str
     max_bytes: int = MEMORY_DEFAULT_MAX_BYTES  # memory://: the bound on all of its logs together
+    cluster: bool = False  # redis+cluster://: a Redis Cluster, found from its seed ``nodes``
+    nodes: tuple[tuple[str, int], ...] = ()  # redis+cluster://: the seeds, as (host, port)
 
 
 def parse_store_url(url: str) -> StoreAddress:
-    """``memory://`` (optionally ``?max_bytes=N``) or ``redis://host:port/db`` (``rediss://`` for TLS).
+    """``memory://`` (optionally ``?max_bytes=N``), ``redis://host:port/db`` (``rediss://`` for TLS), or
+    ``redis+cluster://host:port`` (``rediss+cluster://``) for a Redis Cluster, with more seed nodes as
+    ``host:port,host:port`` if one may be down when a host starts.
 
     Raises ``ValueError`` saying what is wrong; the settings turn it into a ConfigError naming the field.
     """
@@ -204,4 +208,27 @@ def parse_store_url(url: str) -> StoreAddress:
         if db and not db.isdigit():
             raise ValueError(f"the path of a redis URL is the database number, got {parts.path!r}")
         return StoreAddress("redis", url)
-    raise ValueError(f"expected memory:// or redis://host:port/db, got {url!r}")
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        return StoreAddress("redis", url, cluster=True, nodes=_cluster_nodes(url, parts.netloc, parts.path))
+    raise ValueError(f"expected memory:// or redis://host:port/db or redis+cluster://host:port; got {url!r}")
+
+
+def _cluster_nodes(url: str, netloc: str, path: str) -> tuple[tuple[str, int], ...]:
+    """The seeds of ``[user:password@]host:port[,host:port...]``; a cluster has database 0 only."""
+    if path.strip("/") not in ("", "0"):
+        raise ValueError(f"a Redis Cluster has database 0 only, got the path {path!r} in {url!r}")
+    nodes: list[tuple[str, int]] = []
+    for seed in netloc.rpartition("@")[2].split(","):
+        if seed.startswith("["):  # an IPv6 address: [::1]:7000
+            host, _, rest = seed[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            host, _, port = seed.partition(":")
+        if not host:
+            raise ValueError(
+                f"a redis+cluster URL needs host:port seeds, as in redis+cluster://10.0.0.1:6379; got {url!r}"
+            )
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"bad port {port!r} in {url!r}")
+        nodes.append((host, int(port) if port else 6379))
+    return tuple(nodes)

@@ -1,6 +1,8 @@
 """``redis://host:port/db``: logs in Redis Streams, shared by every host (the ``[redis]`` extra).
 
-Keys of one stream share a hash tag, so a cluster keeps them in one slot:
+``redis+cluster://host:port`` puts them in a Redis Cluster (see :mod:`.redis_connect`). Keys of one
+stream share a hash tag, so a cluster keeps them in one slot, and every pipeline below (single-key
+commands only, no transaction) goes to the one node that holds it:
 
 - ``sse_middleware:{S}``: a Redis Stream. Each entry is one *batch* of events, with id ``<last>-0`` (the
   position of its last event), ``d`` their bytes and ``n`` their sizes; the end marker is ``<last>-1``
@@ -31,11 +33,8 @@ import time
 import weakref
 from typing import Any, Final
 
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
-
+from .._core.resume import parse_store_url
+from .redis_connect import FAILURES, Client, connect
 from .store import Found, Reader, Store, StoreError, StreamInfo, Writer
 
 TOUCH: Final = 2.0  # seconds between a live producer's (and a follower's) signs of life
@@ -46,7 +45,6 @@ elsewhere see events this much later; a producer host that dies loses at most th
 _ALIVE_MS: Final = int(TOUCH * 3 * 1000)
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
-_FAILURES: Final = (RedisError, OSError, asyncio.TimeoutError)
 _flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -58,11 +56,12 @@ def _keys(stream: str) -> tuple[str, str, str, str]:
 class RedisStore(Store):
     def __init__(self, url: str) -> None:
         self.url = url
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Redis] = (
+        self._address = parse_store_url(url)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
         )
 
-    def client(self) -> Redis:
+    def client(self) -> Client:
         """This loop's client (a redis-py client belongs to the loop it was made on)."""
         try:
             loop = asyncio.get_running_loop()
@@ -73,12 +72,7 @@ class RedisStore(Store):
             ) from None
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = Redis.from_url(
-                self.url,
-                socket_timeout=_TIMEOUT,
-                socket_connect_timeout=TOUCH,
-                retry=Retry(NoBackoff(), 0),  # a retried XADD could land twice: we fail instead
-            )
+            client = self._clients[loop] = connect(self._address, timeout=_TIMEOUT, connect_timeout=TOUCH)
         return client
 
     async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
@@ -129,7 +123,7 @@ class RedisStore(Store):
 
 
 class RedisWriter(Writer):
-    def __init__(self, client: Redis, stream: str, ttl: float, store: RedisStore) -> None:
+    def __init__(self, client: Client, stream: str, ttl: float, store: RedisStore) -> None:
         self._client = client
         self._keys = _keys(stream)
         self._ttl_ms = max(1, int(ttl * 1000))
@@ -226,7 +220,7 @@ class RedisWriter(Writer):
 
 
 class RedisReader(Reader):
-    def __init__(self, client: Redis, stream: str, after: int) -> None:
+    def __init__(self, client: Client, stream: str, after: int) -> None:
         self._client = client
         self._keys = _keys(stream)
         self._after = after
@@ -278,5 +272,5 @@ def _split_id(entry_id: bytes) -> tuple[int, int]:
 async def _execute(pipe: Any) -> list[Any]:
     try:
         return list(await pipe.execute())
-    except _FAILURES as exc:
+    except FAILURES as exc:
         raise StoreError(f"redis: {type(exc).__name__}: {exc}") from exc

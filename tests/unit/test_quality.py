@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sse_middleware"
 RUNTIME = {"anyio", "opentelemetry"}  # pyproject.toml's dependencies (exceptiongroup: below, < 3.11 only)
 SANS_IO = PACKAGE / "_core"  # the sans-I/O core: every module in it, by the layout
-OPTIONAL = {"_resume/redis_store.py": {"redis"}}  # optional extras, each imported by one module only
+# optional extras: the Redis store, imported by open_store only for a redis URL
+OPTIONAL = {"_resume/redis_store.py": {"redis"}, "_resume/redis_connect.py": {"redis"}}
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
