@@ -60,6 +60,13 @@ class StreamingSettings:
     max_event_bytes: int = 1 << 20
     """An event larger than this is never merged: it is forwarded as it arrives."""
 
+    validate_json: bool = False
+    """Hold each stream's JSON output against what its request declared (OpenAI ``tools`` and
+    ``response_format``, Responses ``tools`` and ``text.format``, Anthropic ``input_schema``) and end it
+    with an ``invalid_output`` error at the first character no valid document could have."""
+    json_schema: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
+    """Per request, with :func:`override`: a JSON Schema for the text content, for an app whose own
+    request does not carry one (a JSON relay, an upstream request the app builds itself)."""
     # -- telemetry (issue 15) --------------------------------------------------------------------------
     mark_parent_span: bool = True
     """A stream that fails after its 200 also marks the span it is a child of (the HTTP server span of
@@ -164,12 +171,14 @@ def _check(s: StreamingSettings) -> None:
         value = getattr(s, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{field} must be an integer >= 1, got {value!r}")
-    for field in ("coalesce", "error_detail", "telemetry"):
+    for field in ("coalesce", "error_detail", "telemetry", "validate_json"):
         if not isinstance(getattr(s, field), bool):
             raise ConfigError(f"{field} must be a bool, got {getattr(s, field)!r}")
     if s.dialect not in DIALECTS:
         raise ConfigError(f"dialect must be one of {', '.join(DIALECTS)}, got {s.dialect!r}")
     _check_json_text_field(s.json_text_field)
+    if s.json_schema is not None and not isinstance(s.json_schema, Mapping):
+        raise ConfigError(f"json_schema must be a JSON Schema object (a mapping), got {s.json_schema!r}")
     if not isinstance(s.heartbeat_comment, str) or any(c in s.heartbeat_comment for c in "\r\n"):
         raise ConfigError("heartbeat_comment must be a single line of text")
     _check_telemetry(s)

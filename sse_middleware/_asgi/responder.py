@@ -23,7 +23,9 @@ import anyio.lowlevel
 
 from .._core import headers
 from .._core.deadlines import next_deadline
+from .._core.jsoncheck.request import DeclaredSchemas, declared_schemas
 from .._core.lifecycle import LIVE, Lifecycle, Phase
+from .._core.output_check import OutputCheck
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
@@ -170,6 +172,7 @@ class Responder:
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
+        check = _output_check(settings, peek) if settings.validate_json and kind != headers.BYTES else None
         rec = None
         if settings.telemetry:
             rec = self.mw.telemetry.start(
@@ -185,6 +188,7 @@ class Responder:
             rec,
             headers=message.get("headers", ()),
             relay=self.mw.relays.for_route(self.scope),
+            check=check,
         )
         stream = self.stream = Stream(
             self.life,
@@ -209,6 +213,15 @@ class Responder:
             return
         stream.watcher.want(next_deadline(pipe.config, pipe, stream.clocks))  # none: no task, no timer
         stream.listen_if_needed()
+
+
+def _output_check(settings: StreamingSettings, peek: BodyPeek | None) -> OutputCheck | None:
+    """What the request declared its output must be (or the schema given per request); None: no check."""
+    if settings.json_schema is not None:
+        declared = DeclaredSchemas(content=settings.json_schema)
+    else:
+        declared = declared_schemas(peek.document() if peek is not None else None)
+    return OutputCheck(declared) if declared else None
 
 
 def _reports_disconnect_on_send(scope: Scope) -> bool:

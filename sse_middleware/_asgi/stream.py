@@ -120,6 +120,11 @@ class Stream:
         try:
             now = self.clocks.last_app = time.monotonic()
             out = pipe.feed(body, now) if body else []
+            if pipe.fault:  # the output can no longer be what its request declared: it ends here
+                if out:
+                    await self.deliver(b"".join(out), now)
+                self.end(self._invalid_output())
+                return
             if not message.get("more_body", False):
                 out.extend(pipe.close())
                 await self._closing(b"".join(out))
@@ -220,6 +225,11 @@ class Stream:
         log = self.log
         if log is not None and data:
             data = log.append(data)
+        check = self.pipe.check
+        if check is not None and check.unreadable is not None:  # said once, at the stream's end
+            logger.warning("output check off for a part of this stream: %s", check.unreadable)
+            if self.rec is not None:
+                self.rec.note("sse_middleware.output_check.unreadable", check.unreadable)
         if self.rec is not None:
             if data and not self.disconnected:
                 self.rec.frame(len(data))
@@ -295,6 +305,13 @@ class Stream:
                 client_gone=self.disconnected,
             )
         )
+
+    def _invalid_output(self) -> ErrorInfo:
+        check = self.pipe.check
+        fault = check.fault if check is not None else None
+        code = fault.code if fault is not None else "json_syntax"
+        message = check.message() if check is not None else ""
+        return errors.invalid_output(self.error_id(), message, code)
 
     def error_id(self) -> str:
         return errors.new_error_id(self.rec.trace_id if self.rec else None)

@@ -23,6 +23,7 @@ logger: Final = logging.getLogger("sse_middleware")
 INTERNAL: Final = "internal_error"
 TIMEOUT: Final = "timeout"
 SHUTDOWN: Final = "server_shutdown"
+INVALID_OUTPUT: Final = "invalid_output"
 
 _GENERIC: Final = {
     INTERNAL: "The stream failed on the server.",
@@ -109,6 +110,13 @@ def timeout(error_id: str, seconds: float) -> ErrorInfo:
 
 def shutdown(error_id: str, retry_ms: int) -> ErrorInfo:
     return ErrorInfo(SHUTDOWN, _GENERIC[SHUTDOWN], error_id, retry_ms=retry_ms)
+
+
+def invalid_output(error_id: str, message: str, code: str) -> ErrorInfo:
+    """The output broke the JSON its request declared (``code``: json_syntax or json_schema). The message
+    is ours (where and why), so it is shown as it is."""
+    logger.warning("stream ended for invalid output: %s (error id %s)", message, error_id)
+    return ErrorInfo(INVALID_OUTPUT, message, error_id, code)
 
 
 def error_type_name(exc: BaseException) -> str:

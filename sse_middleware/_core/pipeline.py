@@ -19,14 +19,17 @@ from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
 from .dialects.base import Spliced
 from .errors import ErrorInfo
 from .observer import StreamObserver
+from .output_check import OutputCheck
 from .sse import Framer
-from .wire import CR, Envelope
+from .wire import CR, TEXT, Envelope
 
 
 class Pipeline:
     """``headers``: the response's headers (a format may be named there). ``relay``: the route's entry in
     the middleware's :class:`~.dialects.RelayMemory`, so that a route proven to stream a JSON relay
-    merges from its next stream's first event; without it such relays merge only when named."""
+    merges from its next stream's first event; without it such relays merge only when named.
+    ``check``: the JSON the request declared, held against each part's text (see :mod:`.output_check`);
+    after a fault, :attr:`fault` is set and nothing more is taken from the app."""
 
     def __init__(
         self,
@@ -36,6 +39,7 @@ class Pipeline:
         *,
         headers: Iterable[tuple[bytes, bytes]] = (),
         relay: RouteRelay | None = None,
+        check: OutputCheck | None = None,
     ) -> None:
         self.kind = kind
         self.config = config
@@ -48,6 +52,8 @@ class Pipeline:
         self.coalescer: Coalescer[Any, Envelope] | None = None
         if config.coalesce and self.dialect.merges:
             self.coalescer = Coalescer(config.coalesce_max_delay, config.coalesce_max_bytes)
+        self.check = check
+        self.fault = False  # the output check ruled the stream out: it ends after what was returned
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
         # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
         # (None: a pass-through stream whose telemetry would find the last event's answers again).
@@ -92,6 +98,8 @@ class Pipeline:
             if dialect.detecting:
                 return [blob]
         coalescer = self.coalescer
+        if self.check is not None:
+            return self._feed_checked(dialect, coalescer, blob, now)
         if coalescer is None:
             if self.rec is not None:  # each event on its own: content may follow message_start in a send
                 events = _events(blob)
@@ -117,6 +125,8 @@ class Pipeline:
 
     def _feed_bytes(self, body: bytes, now: float) -> list[bytes]:
         coalescer, plain = self.coalescer, self._plain
+        if self.fault:
+            return []
         if coalescer is None or plain is None:  # NDJSON, or text/plain that turned out not to be UTF-8
             if self.rec is not None:
                 self.rec.chunk(now, True)
@@ -130,9 +140,48 @@ class Pipeline:
             return out
         if self.rec is not None:
             self.rec.chunk(now, True)
+        if self.check is not None and text:
+            cut = self.check.feed(TEXT, None, text)
+            if cut is not None:
+                self.fault = True
+                text = text[:cut]
         # One merge key (None) for the whole stream: its text goes to the coalescer without a key.
         pieces = coalescer.push(plain.envelope, text, now) if text else None
         return self._frames(pieces) if pieces else []
+
+    def _feed_checked(
+        self, dialect: Dialect, coalescer: Coalescer[Any, Envelope] | None, blob: bytes, now: float
+    ) -> list[bytes]:
+        """:meth:`feed`'s events with the output check: each delta's text is checked before it merges
+        (or, not merging, before its event goes out as it came); at a fault, only the text before the
+        faulty character is kept, and nothing after it. No fast lane: every delta is read."""
+        out: list[bytes] = []
+        check = self.check
+        if self.fault or check is None:
+            return out
+        for raw in _events(blob):
+            delta = dialect.delta(raw)
+            if delta is None or not delta.text:
+                dialect.see(raw)  # a tool call's name, for its arguments' schema
+                out.extend(self.flush())
+                out.append(raw)
+                self._observe(dialect, raw, now)
+                continue
+            cut = check.feed(dialect.part(delta.key), delta.key, delta.text)
+            if cut is not None:
+                self.fault = True
+                delta = delta._replace(text=delta.text[:cut])
+            if coalescer is not None:
+                if delta.text:
+                    out.extend(self._merge(coalescer, delta, now))
+            elif cut is None:
+                out.append(raw)  # checked and unchanged: the app's own bytes
+                self._observe(dialect, raw, now)
+            elif delta.text:
+                out.append(dialect.build(delta.envelope, delta.text))
+            if self.fault:
+                break
+        return out
 
     def _detect(self, blob: bytes) -> Dialect:
         """The dialect, from the first event with data in ``blob``; still undetected if it has none."""

@@ -170,6 +170,16 @@ class BodyPeek:
                 self._size += len(body)
             self._complete = not message.get("more_body", False) and self._size <= PEEK_BYTES
 
+    def document(self) -> Any:
+        """The whole body as parsed JSON, or None (cut at the bound, not finished, or not JSON). A full
+        parse: called only when a feature needs the body (the output check), before :meth:`model`."""
+        if not self._complete or not self._chunks:
+            return None
+        try:
+            return json.loads(b"".join(self._chunks))
+        except ValueError:
+            return None
+
     def model(self) -> str | None:
         """:func:`request_model` of the body seen so far; nothing is kept after this."""
         chunks, complete = self._chunks, self._complete

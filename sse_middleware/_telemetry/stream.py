@@ -39,6 +39,7 @@ class StreamTelemetry:
         "_chunks",
         "_ctx",
         "_ended",
+        "_extra",
         "_finish",
         "_first",
         "_frames",
@@ -87,6 +88,7 @@ class StreamTelemetry:
         self._in_tokens: int | None = None
         self._out_tokens: int | None = None
         self._ended = False
+        self._extra: dict[str, AttributeValue] | None = None  # attributes of ours that few streams have
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
@@ -110,6 +112,12 @@ class StreamTelemetry:
         """HOT PATH: one frame written to the client."""
         self._frames += 1
         self._bytes += nbytes
+
+    def note(self, name: str, value: AttributeValue) -> None:
+        """An attribute of ours for the span that only some streams have (why an output check was off)."""
+        if self._extra is None:
+            self._extra = {}
+        self._extra[name] = value
 
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
@@ -192,6 +200,8 @@ class StreamTelemetry:
         attrs.update((f"{sc._NS}slo.{kind}_met", met) for kind, met in verdicts)
         if error_type is not None:
             attrs[sc.ERROR_TYPE] = error_type
+        if self._extra is not None:
+            attrs.update(self._extra)
         if "attributes" in notes:
             attrs.update(notes["attributes"])  # the app's, last: it knows better than we do
 

@@ -113,5 +113,7 @@ class Anthropic(Spliced):
         return raw.startswith((b"event: message_start", b"event: message_delta"))
 
     def error_event(self, info: ErrorInfo) -> bytes:
-        kind = _ERRORS.get(info.type, info.type)
-        return data_error(info, {"type": "error", "error": {"type": kind, "message": with_id(info)}}, "error")
+        error: dict[str, Any] = {"type": _ERRORS.get(info.type, info.type), "message": with_id(info)}
+        if info.code is not None:
+            error["code"] = info.code  # an extra field the SDK keeps on the error's body
+        return data_error(info, {"type": "error", "error": error}, "error")
