@@ -6,11 +6,15 @@ The core never sees the settings class itself, so it can be driven (and tested) 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .dialects.detect import DialectName
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CoreConfig:
-    dialect: str = "auto"
+    dialect: DialectName = "auto"
     json_text_field: str = "text"
     coalesce: bool = True
     coalesce_max_delay: float = 0.05

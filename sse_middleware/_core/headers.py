@@ -7,7 +7,7 @@ Decided from ``http.response.start`` headers alone, so the start is never held b
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -50,7 +50,7 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
 _AI_SDK_HEADER: Final = b"x-vercel-ai-ui-message-stream"
 
 
-def dialect_hint(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+def dialect_hint(headers: Iterable[tuple[bytes, bytes]]) -> Literal["ai-sdk"] | None:
     """The dialect a response's headers name: ``x-vercel-ai-ui-message-stream: v1`` is the AI SDK's UI
     message stream (the header its ``createUIMessageStreamResponse`` sets)."""
     for name, value in headers:

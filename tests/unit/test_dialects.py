@@ -486,9 +486,11 @@ def test_json_text_field_comes_from_the_environment_and_is_validated() -> None:
     s = StreamingSettings.from_env(env)
     assert (s.dialect, s.json_text_field) == ("json", "delta.text")
     assert StreamingSettings(dialect="ai-sdk").dialect == "ai-sdk"
-    for bad in ("", "a..b", ".a", 'say"', "back\\slash", "tab\there", 3):
+    for bad in ("", "a..b", ".a", 'say"', "back\\slash", "tab\there"):
         with pytest.raises(ConfigError, match="json_text_field must name a JSON field"):
-            StreamingSettings(json_text_field=bad)  # type: ignore[arg-type]
+            StreamingSettings(json_text_field=bad)
+    with pytest.raises(ConfigError, match="json_text_field must be a string"):
+        StreamingSettings(json_text_field=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="from the environment: json_text_field must name"):
         StreamingSettings.from_env({"SSE_MIDDLEWARE_JSON_TEXT_FIELD": "a."})
 

@@ -33,9 +33,15 @@ def test_ruff() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, at_runtime: bool = False) -> set[str]:
+    """The top-level modules ``path`` imports; ``at_runtime``: leaving out what ``if TYPE_CHECKING:``
+    guards, which only the type checker reads (so ``typing_extensions`` may appear there)."""
+    tree = ast.parse(path.read_text())
+    if at_runtime:
+        for node in [n for n in ast.walk(tree) if isinstance(n, ast.If) and _type_checking(n.test)]:
+            node.body = []
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -43,12 +49,33 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_runtime_imports_only_the_allowed_dependencies(path: Path) -> None:
-    third_party = _imports(path) - set(sys.stdlib_module_names) - {"sse_middleware", "exceptiongroup"}
+    imported = _imports(path, at_runtime=True)
+    third_party = imported - set(sys.stdlib_module_names) - {"sse_middleware", "exceptiongroup"}
     assert third_party <= RUNTIME | OPTIONAL.get(path.relative_to(PACKAGE).as_posix(), set()), third_party
     if SANS_IO in path.parents:
         assert not _imports(path) & {"anyio", "asyncio", "starlette", "trio"}, "sans-I/O modules do no I/O"
+
+
+def test_a_type_checking_import_is_no_runtime_dependency() -> None:
+    """The control: ``typing_extensions`` under ``if TYPE_CHECKING:`` passes, imported at run time fails."""
+    probe = PACKAGE / "_runtime_probe.py"
+    guarded = "import typing\nif typing.TYPE_CHECKING:\n    from typing_extensions import Unpack\n"
+    try:
+        probe.write_text(guarded)
+        test_runtime_imports_only_the_allowed_dependencies(probe)
+        probe.write_text("from typing_extensions import Unpack\n")
+        with pytest.raises(AssertionError, match="typing_extensions"):
+            test_runtime_imports_only_the_allowed_dependencies(probe)
+    finally:
+        probe.unlink()
 
 
 # The layers, lowest first: a module may import its own layer and those below it, never one above (nor,
@@ -57,6 +84,7 @@ def test_runtime_imports_only_the_allowed_dependencies(path: Path) -> None:
 LAYERS: list[set[str]] = [
     {"_types", "_exceptions"},
     {"_core"},
+    {"_settings_types"},
     {"_settings"},
     {"_telemetry", "_resume"},
     {"_asgi"},

@@ -43,7 +43,7 @@ def test_defaults_and_variables() -> None:
         ("SSE_MIDDLEWARE_RESUME_TTL", "0", "resume_ttl must be > 0"),
         ("SSE_MIDDLEWARE_RESUME_TTL", "inf", "resume_ttl must be a finite number"),
         ("SSE_MIDDLEWARE_RESUME_MAX_BYTES", "100", "resume_max_bytes must be an integer >= 1024"),
-        ("SSE_MIDDLEWARE_RESUME_ABANDON_AFTER", "-1", "resume_abandon_after must be >= 0"),
+        ("SSE_MIDDLEWARE_RESUME_ABANDON_AFTER", "-1", "resume_abandon_after must be a finite number >= 0"),
     ],
 )
 def test_a_bad_value_is_a_clear_error(variable: str, value: str, says: str) -> None:
@@ -66,7 +66,10 @@ def test_per_request_overrides() -> None:
     override(scope, resume=True, resume_ttl=5)
     s = effective(base, scope)
     assert s is not None and (s.resume, s.resume_ttl) == (True, 5)
-    # The store cannot change per request: a resume looks its log up before any app code runs.
-    override(scope, resume_store="redis://127.0.0.1:6379/0")
+    # The store cannot change per request: a resume looks its log up before any app code runs. Refused
+    # at the call, and from a scope written some other way at the response start.
+    with pytest.raises(ConfigError, match="resume_store cannot be changed per request"):
+        override(scope, resume_store="redis://127.0.0.1:6379/0")
+    scope["sse_middleware"] = {"resume_store": "redis://127.0.0.1:6379/0"}
     with pytest.raises(ConfigError, match="resume_store cannot be changed per request"):
         effective(base, scope)

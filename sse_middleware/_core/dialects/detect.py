@@ -16,7 +16,7 @@ stream's first event with data. The rules are the README's table of formats; in 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal
 
 from .. import headers
 from ..config import CoreConfig
@@ -28,7 +28,11 @@ from .openai_chat import OpenAIChat, for_chunk
 from .openai_responses import OpenAIResponses
 from .relay import JsonRelay, RouteRelay, first_event
 
-BY_NAME: Final[dict[str, type[Dialect]]] = {
+DialectName = Literal["auto", "json", "sse", "openai", "openai-responses", "anthropic", "text", "ai-sdk"]
+"""What the ``dialect`` setting accepts: ``auto`` (detected), ``json`` (a relay whose text field is named by
+``json_text_field``) and each key of :data:`BY_NAME`. A test holds the two together."""
+
+BY_NAME: Final[dict[DialectName, type[Dialect]]] = {
     "sse": Generic,
     "openai": OpenAIChat,
     "openai-responses": OpenAIResponses,
