@@ -163,7 +163,7 @@ def test_override_checks_at_the_call_and_leaves_the_scope_as_it_was() -> None:
     with pytest.raises(ConfigError, match=r"^heartbeat_interval must be a finite number >= 0, got -1"):
         override(scope, heartbeat_interval=-1)
     with pytest.raises(ConfigError, match=r"^dialect must be one of"):
-        override(scope, dialect="gemini")  # type: ignore[typeddict-item]
+        override(scope, dialect="gemini")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^json_text_field must name"):
         override(scope, json_text_field="a.")
     assert SCOPE_KEY not in scope  # nothing half-applied
