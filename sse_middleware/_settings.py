@@ -127,10 +127,7 @@ class StreamingSettings:
                 _CHECKS[name](values[name])
             except ConfigError as exc:
                 raise ConfigError(f"from the environment: {exc} (in {variable}={raw!r})") from None
-        try:
-            return cls(**values)
-        except ConfigError as exc:
-            raise ConfigError(f"from the environment: {exc}") from None
+        return cls(**values)
 
     def core(self) -> CoreConfig:
         """The plain values the sans-I/O core is told (it never sees this class)."""
