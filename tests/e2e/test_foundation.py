@@ -146,10 +146,10 @@ def _logged(server: Server, text: str, within: float = 10.0) -> bool:
 
 
 def test_a_bad_per_request_override_fails_before_any_byte_is_sent(wrapped: Server, control: Server) -> None:
-    with httpx.Client() as client:
+    with httpx.Client() as client:  # the good request first: the server closes a connection an app failed on
+        good = client.get(wrapped.url + "/sse?n=2")
         ours = client.get(wrapped.url + "/bad_override?n=2")
         theirs = client.get(control.url + "/bad_override?n=2")
-        good = client.get(wrapped.url + "/sse?n=2")
     assert ours.status_code == 500 and _logged(wrapped, "heartbeat_interval must be")
     # override() itself checks, so the route fails at the call, with or without the middleware.
     assert theirs.status_code == 500 and _logged(control, "heartbeat_interval must be")
