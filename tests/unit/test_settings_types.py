@@ -105,6 +105,25 @@ def test_a_new_field_is_checked_by_its_type_alone() -> None:
     assert found["tries"].parse("4") == 4 and found["mode"].parse("observe") == "observe"
 
 
+def test_a_mapping_or_none_field() -> None:
+    """``json_schema: Mapping[str, Any] | None``: None or a mapping; from the environment, a JSON object."""
+    assert StreamingSettings(json_schema=None).json_schema is None
+    assert StreamingSettings(json_schema={"type": "object"}).json_schema == {"type": "object"}
+    for bad in ([], "{}", 3):
+        with pytest.raises(ConfigError, match=r"^json_schema must be a mapping \(a JSON object\)"):
+            StreamingSettings(json_schema=bad)  # type: ignore[arg-type]
+    read = StreamingSettings.from_env({"SSE_MIDDLEWARE_JSON_SCHEMA": '{"type": "string"}'})
+    assert read.json_schema == {"type": "string"}
+    for text in ("[1]", "{"):
+        with pytest.raises(ConfigError, match="is not valid: expected a JSON object"):
+            StreamingSettings.from_env({"SSE_MIDDLEWARE_JSON_SCHEMA": text})
+    scope: dict[str, object] = {}
+    with pytest.raises(ConfigError, match=r"^json_schema must be a mapping"):
+        override(scope, json_schema=["not", "a", "schema"])  # type: ignore[arg-type]
+    override(scope, json_schema={"type": "object"}, validate_json=True)  # the control
+    assert scope[SCOPE_KEY] == {"json_schema": {"type": "object"}, "validate_json": True}
+
+
 def test_a_type_without_a_validator_fails_at_import_not_silently() -> None:
     with pytest.raises(TypeError, match="no validator for a setting of type"):
         kind_of(list[str])
