@@ -22,3 +22,15 @@ class StreamError(SSEMiddlewareError):
         self.message = message
         self.type = type
         self.code = code
+
+
+class Blocked(SSEMiddlewareError):
+    """Raise this from a guard: the stream ends the way its format reports filtered output. ``message``
+    and ``code`` are meant for the client and reach it as given."""
+
+    def __init__(
+        self, message: str = "The answer was stopped by a content filter.", *, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -12,7 +12,7 @@ import importlib.util
 import math
 import os
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from ._core.config import CoreConfig
 from ._core.resume import parse_store_url
@@ -59,6 +59,14 @@ class StreamingSettings:
     docs/benchmarks.md). Span percentiles and TPOT always use every gap."""
     max_event_bytes: int = 1 << 20
     """An event larger than this is never merged: it is forwarded as it arrives."""
+    guard_mode: Literal["hold", "observe"] = "hold"
+    """With guards: ``hold`` sends no text before every guard passed it; ``observe`` lets text flow as
+    without guards, checks beside it, and ends the stream at the first trip."""
+    guard_timeout: float = 5.0
+    """Seconds an async guard may take for one check; past it, the check is a fault (``guard_failure``)."""
+    guard_failure: Literal["block", "allow"] = "block"
+    """A guard that raises anything but ``Blocked`` or times out: ``block`` ends the stream with the
+    format's (sanitized) error event; ``allow`` logs it, counts it and lets the text go on."""
 
     # -- telemetry (issue 15) --------------------------------------------------------------------------
     mark_parent_span: bool = True
