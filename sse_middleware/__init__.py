@@ -3,18 +3,23 @@
 app.add_middleware(StreamingMiddleware)
 """
 
+from ._asgi.guards import guard
 from ._asgi.middleware import StreamingMiddleware
-from ._exceptions import ConfigError, SSEMiddlewareError, StreamError
+from ._core.guard import Check
+from ._exceptions import Blocked, ConfigError, SSEMiddlewareError, StreamError
 from ._settings import StreamingSettings, opt_out, override
 from ._telemetry.annotate import annotate
 
 __all__ = [
+    "Blocked",
+    "Check",
     "ConfigError",
     "SSEMiddlewareError",
     "StreamError",
     "StreamingMiddleware",
     "StreamingSettings",
     "annotate",
+    "guard",
     "opt_out",
     "override",
 ]

@@ -27,3 +27,15 @@ class StreamError(SSEMiddlewareError):
 class SchemaError(SSEMiddlewareError, ValueError):
     """A JSON Schema the output checker cannot read (not an object or boolean, a remote or unresolvable
     ``$ref``, a ``$ref`` cycle that consumes no input). The caller checks syntax only, or nothing."""
+
+
+class Blocked(SSEMiddlewareError):
+    """Raise this from a guard: the stream ends the way its format reports filtered output. ``message``
+    and ``code`` are meant for the client and reach it as given."""
+
+    def __init__(
+        self, message: str = "The answer was stopped by a content filter.", *, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -12,7 +12,7 @@ import dataclasses
 import importlib.util
 import os
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Protocol, TypedDict
 
 from ._core.config import CoreConfig
 from ._core.dialects.detect import DialectName
@@ -77,6 +77,14 @@ class StreamingSettings:
     json_schema: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
     """Per request, with :func:`override`: a JSON Schema for the text content, for an app whose own
     request does not carry one (a JSON relay, an upstream request the app builds itself)."""
+    guard_mode: Literal["hold", "observe"] = "hold"
+    """With guards: ``hold`` sends no text before every guard passed it; ``observe`` lets text flow as
+    without guards, checks beside it, and ends the stream at the first trip."""
+    guard_timeout: Seconds = 5.0
+    """Seconds an async guard may take for one check; past it, the check is a fault (``guard_failure``)."""
+    guard_failure: Literal["block", "allow"] = "block"
+    """A guard that raises anything but ``Blocked`` or times out: ``block`` ends the stream with the
+    format's (sanitized) error event; ``allow`` logs it, counts it and lets the text go on."""
 
     mark_parent_span: bool = True
     """A stream that fails after its 200 also marks the span it is a child of (the HTTP server span of
@@ -169,6 +177,9 @@ class SettingsChanges(TypedDict, total=False):
     max_event_bytes: Count
     validate_json: bool
     json_schema: Mapping[str, Any] | None
+    guard_mode: Literal["hold", "observe"]
+    guard_timeout: Seconds
+    guard_failure: Literal["block", "allow"]
     mark_parent_span: bool
     resume: bool
     resume_store: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._core.dialects import RelayMemory
@@ -13,6 +14,7 @@ from .._core.resume import Caller
 from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
 from .._types import ASGIApp, Message, Receive, Scope, Send
+from .guards import Guard, validate
 from .responder import Responder
 from .resume import Resumption
 from .shutdown import ShutdownWatch
@@ -30,6 +32,8 @@ class StreamingMiddleware:
     ``settings=None`` reads ``SSE_MIDDLEWARE_*`` from the environment (a bad value fails here, at start-up).
     ``resume_caller(scope)``: who the caller is, for resumable streams (default: a keyed hash of the
     ``Authorization`` and ``Cookie`` headers); a resume is granted only to the same caller.
+    ``guards``: functions (or coroutine functions) shown the stream's text before it leaves (README,
+    "Guards"); one raising :class:`~sse_middleware.Blocked` ends the stream as its format says filtered.
     """
 
     def __init__(
@@ -40,12 +44,14 @@ class StreamingMiddleware:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         resume_caller: Caller | None = None,
+        guards: Sequence[Guard] = (),
     ) -> None:
         self.app = app
         self.settings = StreamingSettings.from_env() if settings is None else settings
         if not isinstance(self.settings, StreamingSettings):
             raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
         s = self.settings
+        self.guards = validate(guards)  # checked here: a guard that is no function fails at start-up
         self.core = s.core()  # the core's config for streams without per-request overrides
         self.telemetry = Telemetry(
             tracer_provider,

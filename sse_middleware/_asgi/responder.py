@@ -23,6 +23,7 @@ import anyio.lowlevel
 
 from .._core import headers
 from .._core.deadlines import next_deadline
+from .._core.guarded import GuardedPipeline
 from .._core.jsoncheck.request import DeclaredSchemas, declared_schemas
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.output_check import OutputCheck
@@ -31,6 +32,7 @@ from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
+from .guards import GuardRunner, request_guards
 from .stream import Stream
 
 if TYPE_CHECKING:
@@ -156,6 +158,7 @@ class Responder:
             await self._send(message)
 
     async def _start(self, message: Message) -> None:
+        extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
         settings = effective(self.settings, self.scope)  # a bad override: the app's error, before the start
         kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
         if kind is None or settings is None:
@@ -182,14 +185,24 @@ class Responder:
                 body=peek,
                 mark_parent=settings.mark_parent_span,
             )
-        pipe = Pipeline(
-            kind,
-            self.mw.core if settings is self.mw.settings else settings.core(),
-            rec,
-            headers=message.get("headers", ()),
-            relay=self.mw.relays.for_route(self.scope),
-            check=check,
-        )
+        core = self.mw.core if settings is self.mw.settings else settings.core()
+        guards = (*self.mw.guards, *extra)
+        relay = self.mw.relays.for_route(self.scope)
+        pipe: Pipeline
+        if guards:
+            hold = settings.guard_mode == "hold"
+            pipe = GuardedPipeline(
+                kind,
+                core,
+                rec,
+                hold=hold,
+                scope=self.scope,
+                headers=message.get("headers", ()),
+                relay=relay,
+                check=check,
+            )
+        else:
+            pipe = Pipeline(kind, core, rec, headers=message.get("headers", ()), relay=relay, check=check)
         stream = self.stream = Stream(
             self.life,
             settings,
@@ -201,6 +214,8 @@ class Responder:
             forget=functools.partial(self.mw.forget, self),
             may_listen=not _reports_disconnect_on_send(self.scope),
         )
+        if isinstance(pipe, GuardedPipeline):
+            stream.guards = GuardRunner(stream, pipe, guards)
         self.life.stream(stream.release)
         if settings.resume and kind == headers.SSE:
             span = rec.span_context() if rec is not None else None  # makes the span now (for links)

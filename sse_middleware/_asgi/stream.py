@@ -36,6 +36,7 @@ from .watcher import Watcher
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
+    from .guards import GuardRunner
 
 
 class Stream:
@@ -57,6 +58,7 @@ class Stream:
         "ending",
         "failure",
         "gate",
+        "guards",
         "life",
         "log",
         "pipe",
@@ -101,6 +103,7 @@ class Stream:
         self.disconnected = False
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
         self.failure: Exception | None = None  # a write of ours the server refused
+        self.guards: GuardRunner | None = None  # set when the stream has guards
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -110,6 +113,9 @@ class Stream:
             if not isinstance(body, (bytearray, memoryview)):
                 raise TypeError(f"http.response.body 'body' must be bytes, got {type(body).__name__}")
             body = bytes(body)
+        if self.guards is not None:
+            await self.guards.body(message, body)
+            return
         # The gate is taken before the frame is made, not just around the send: a flush of the watcher's
         # that waited for a slow client must not overtake text this send hands the pipeline.
         gate, pipe = self.gate, self.pipe
@@ -123,7 +129,7 @@ class Stream:
             if pipe.fault:  # the output can no longer be what its request declared: it ends here
                 if out:
                     await self.deliver(b"".join(out), now)
-                self.end(self._invalid_output())
+                self.end(self.invalid_output())
                 return
             if not message.get("more_body", False):
                 out.extend(pipe.close())
@@ -306,7 +312,8 @@ class Stream:
             )
         )
 
-    def _invalid_output(self) -> ErrorInfo:
+    def invalid_output(self) -> ErrorInfo:
+        """Why the output check ended the stream, for the client."""
         check = self.pipe.check
         fault = check.fault if check is not None else None
         code = fault.code if fault is not None else "json_syntax"
@@ -366,8 +373,12 @@ class Stream:
         stream still owes goes out, then nothing of ours outlives the response. Every await is shielded
         and bounded."""
         self.watcher.stop()  # first: nothing of ours may hold the gate or write after this
+        if self.guards is not None:
+            self.guards.stop()
         with anyio.CancelScope(shield=True):
             await self.watcher.join()
+            if self.guards is not None:
+                await self.guards.join()
         if self.life.phase in LIVE:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self.finish(cancelled, failure or self.failure)

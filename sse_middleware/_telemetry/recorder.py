@@ -41,6 +41,8 @@ class Instruments:
     duration: metrics.Histogram
     inter_chunk: metrics.Histogram
     slo_violations: metrics.Counter
+    guard_time: metrics.Histogram
+    guard_blocked: metrics.Counter
     slo_ttft: float
     slo_tpot: float
     gap_sample_every: int
@@ -159,6 +161,10 @@ def _make(
         ),
         slo_violations=meter.create_counter(
             sc.METRIC_SLO_VIOLATIONS, "{stream}", "Streams that missed a TTFT or TPOT objective."
+        ),
+        guard_time=hist(sc.METRIC_GUARD_TIME, "One check by a stream's guards.", sc.INTER_CHUNK_BUCKETS),
+        guard_blocked=meter.create_counter(
+            sc.METRIC_GUARD_BLOCKED, "{stream}", "Streams a guard ended (blocked, or a guard's fault)."
         ),
         slo_ttft=slo[0],
         slo_tpot=slo[1],

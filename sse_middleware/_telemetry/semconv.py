@@ -42,6 +42,8 @@ DURATION_BUCKETS: Final = (
 METRIC_INTER_CHUNK: Final = "sse_middleware.inter_chunk.duration"
 INTER_CHUNK_BUCKETS: Final = (*TPOT_BUCKETS, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 METRIC_SLO_VIOLATIONS: Final = "sse_middleware.slo.violations"
+METRIC_GUARD_TIME: Final = "sse_middleware.guard.duration"
+METRIC_GUARD_BLOCKED: Final = "sse_middleware.guard.blocked"
 SLO_KIND: Final = "kind"
 
 _NS: Final = "sse_middleware."

@@ -35,6 +35,7 @@ class StreamTelemetry:
     """Observations of one stream: cheap while it runs, turned into a span and metrics once at the end."""
 
     __slots__ = (
+        "_blocked",
         "_bytes",
         "_chunks",
         "_ctx",
@@ -45,6 +46,7 @@ class StreamTelemetry:
         "_frames",
         "_gap_stats",
         "_gaps",
+        "_guard",
         "_heartbeats",
         "_in_tokens",
         "_last",
@@ -89,6 +91,8 @@ class StreamTelemetry:
         self._out_tokens: int | None = None
         self._ended = False
         self._extra: dict[str, AttributeValue] | None = None  # attributes of ours that few streams have
+        self._guard: list[float] | None = None  # checks, their seconds, faults; None: no guards
+        self._blocked: str | None = None
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
@@ -118,6 +122,27 @@ class StreamTelemetry:
         if self._extra is None:
             self._extra = {}
         self._extra[name] = value
+
+    def guard_check(self, seconds: float) -> None:
+        """One check by the stream's guards, and how long they took."""
+        found = self._guard = self._guard or [0.0, 0.0, 0.0]
+        found[0] += 1
+        found[1] += seconds
+        self._t.guard_time.record(seconds)
+
+    def guard_fault(self) -> None:
+        """A guard failed and the text went on (``guard_failure="allow"``)."""
+        found = self._guard = self._guard or [0.0, 0.0, 0.0]
+        found[2] += 1
+
+    def guard_blocked(self, reason: str) -> None:
+        """A guard ended the stream: ``reason`` is the guard's code (or ``content_filter``, or
+        ``guard_failure`` for a fault that failed closed)."""
+        found = self._guard = self._guard or [0.0, 0.0, 0.0]
+        self._finish = (*self._finish, "content_filter") if reason != "guard_failure" else self._finish
+        self._blocked = reason
+        self._t.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
+        del found
 
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
@@ -202,6 +227,13 @@ class StreamTelemetry:
             attrs[sc.ERROR_TYPE] = error_type
         if self._extra is not None:
             attrs.update(self._extra)
+        if self._guard is not None:
+            attrs[sc._NS + "guard.checks"] = int(self._guard[0])
+            attrs[sc._NS + "guard.seconds"] = self._guard[1]
+            attrs[sc._NS + "guard.faults"] = int(self._guard[2])
+            attrs[sc._NS + "guard.blocked"] = self._blocked is not None
+            if self._blocked is not None:
+                attrs[sc._NS + "guard.reason"] = self._blocked
         if "attributes" in notes:
             attrs.update(notes["attributes"])  # the app's, last: it knows better than we do
 

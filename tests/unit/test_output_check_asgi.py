@@ -164,3 +164,20 @@ async def test_a_schema_the_checker_cannot_read_turns_the_check_off_with_a_warni
         wire = await serve(App(tool_stream(BAD)), request, validate_json=True)
     assert arguments(wire) == "".join(BAD) and not errors(wire) and wire.complete
     assert [r for r in caplog.records if "output check off" in r.getMessage()]
+
+
+async def test_with_guards_the_check_still_ends_the_stream_and_guards_see_only_checked_text() -> None:
+    seen: list[str] = []
+
+    def record(check: Any) -> None:
+        seen.append(check.new)
+
+    app = App(tool_stream(BAD) + [chunk({"content": f"more {i}"}) for i in range(50)])
+    wire = Wire(request_body=json.dumps(TOOLS).encode())
+    middleware = StreamingMiddleware(app, StreamingSettings(heartbeat_interval=0, validate_json=True),
+                                     guards=[record])
+    await middleware(scope("POST"), wire.receive, wire.send)
+    (error,) = errors(wire)
+    assert error["type"] == "invalid_output" and "$.days" in error["message"]
+    assert '{"city":"Paris","days":'.startswith(arguments(wire))  # approved text only, none past the fault
+    assert '{"city":"Paris","days":'.startswith("".join(seen)) and app.sent < 8  # guards never see past it

@@ -1,0 +1,163 @@
+"""Sans-I/O: the pipeline of a guarded stream. Every event is decomposed (no fast lane, merged or not),
+goes through the :class:`~.guard.GuardGate`, and what it lets out goes on to the coalescer as usual, so
+merging, the leading edge and the bounded delay keep working after release.
+
+Streams without guards never see this class: their pipeline is the plain one, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .config import CoreConfig
+from .dialects import Delta, RouteRelay
+from .dialects.base import Generic
+from .dialects.endings import CONTENT_FILTER, Ending, ending_for
+from .errors import ErrorInfo
+from .guard import GuardGate
+from .observer import StreamObserver
+from .output_check import OutputCheck
+from .pipeline import Pipeline, _events
+from .wire import TEXT, Part, simple
+
+
+class GuardedPipeline(Pipeline):
+    """``hold``: guard mode ``hold`` (else ``observe``). ``scope``: shown to guards."""
+
+    def __init__(
+        self,
+        kind: str,
+        config: CoreConfig,
+        rec: StreamObserver | None,
+        *,
+        hold: bool,
+        scope: Mapping[str, Any],
+        headers: Iterable[tuple[bytes, bytes]] = (),
+        relay: RouteRelay | None = None,
+        check: OutputCheck | None = None,
+    ) -> None:
+        super().__init__(kind, config, rec, headers=headers, relay=relay, check=check)
+        self.gate = GuardGate(hold=hold, max_bytes=config.coalesce_max_bytes, dialect="", scope=scope)
+        self._ending: Ending | None = None
+        self._now = 0.0  # the last clock reading fed (close() is given none)
+
+    def feed(self, body: bytes, now: float) -> list[bytes]:
+        self._now = now
+        if self.fault:
+            return []
+        framer = self.framer
+        if framer is None:
+            self._push_bytes(body)
+            return self.release(now)
+        blob = framer.feed(body)
+        if not blob:
+            return []
+        dialect = self.dialect
+        if dialect.detecting:
+            dialect = self._detect(blob)
+            if dialect.detecting:
+                for raw in _events(blob):
+                    self.gate.event(raw)
+                return self.release(now)
+        ending = self.ending()
+        gate = self.gate
+        for raw in _events(blob):
+            ending.see(raw)
+            delta = dialect.delta(raw) if dialect.merges else None
+            if delta is not None and delta.text:
+                part = dialect.part(delta.key)
+                delta = self._checked(delta, part)
+                if delta.text:
+                    gate.text(delta, part)
+                if self.fault:
+                    break
+                continue
+            dialect.see(raw)
+            # A format whose text is not read (a relay still being proven too): each event is checked.
+            event = simple(raw) if isinstance(dialect, Generic) else None
+            if event is not None:
+                gate.data(raw, event[1].decode("utf-8", "replace"))
+            else:
+                gate.event(raw)
+        return self.release(now)
+
+    def _push_bytes(self, body: bytes) -> None:
+        plain = self._plain
+        if plain is not None:
+            try:
+                text = plain.text(body)
+            except UnicodeDecodeError:  # not UTF-8 after all: checked as data from now on
+                self._plain = None
+            else:
+                if text:
+                    delta = self._checked(Delta(None, plain.envelope, text), TEXT)
+                    if delta.text:
+                        self.gate.text(delta, TEXT)
+                return
+        self.gate.data(body, body.decode("utf-8", "replace"))
+
+    def _checked(self, delta: Delta, part: Part) -> Delta:
+        """The delta as the output check lets it through: cut before a faulty character (then
+        :attr:`fault` is set). The guards see only text the check passed."""
+        check = self.check
+        cut = check.feed(part, delta.key, delta.text) if check is not None else None
+        if cut is None:
+            return delta
+        self.fault = True
+        return delta._replace(text=delta.text[:cut])
+
+    def ending(self) -> Ending:
+        ending = self._ending
+        if ending is None:
+            ending = self._ending = ending_for(self.dialect)
+            self.gate.dialect = self.dialect.name
+        return ending
+
+    def release(self, now: float) -> list[bytes]:
+        """Frames for what the gate lets out now (deltas through the coalescer, when it merges)."""
+        self._now = max(self._now, now)
+        items = self.gate.release()
+        if not items:
+            return []
+        out: list[bytes] = []
+        dialect, coalescer, rec = self.dialect, self.coalescer, self.rec
+        for item in items:
+            if isinstance(item, Delta):
+                if rec is not None:
+                    rec.chunk(now, True)
+                if coalescer is None:
+                    out.append(dialect.build(item.envelope, item.text))
+                else:
+                    pieces = coalescer.feed(item.key, item.envelope, item.text, now)
+                    if pieces:
+                        out.extend(self._frames(pieces))
+            else:
+                out.extend(self.flush())
+                out.append(item)
+                if self.framer is None:
+                    if rec is not None:
+                        rec.chunk(now, True)
+                else:
+                    self._observe(dialect, item, now)
+        return out
+
+    def end_of_body(self) -> None:
+        """The app's body ended: what is left gets its final checks before :meth:`close`."""
+        if self.framer is not None and self.framer.pending:
+            self.gate.event(self.framer.take())  # an unterminated last event, as it was sent
+        self.gate.close()
+
+    def close(self) -> list[bytes]:
+        """Everything approved goes out; what was never approved does not."""
+        out = self.release(self._now)
+        out.extend(self.flush())
+        return out
+
+    def error_frame(self, info: ErrorInfo) -> bytes | None:
+        self.gate.failed()
+        if self.framer is not None:
+            self.framer.take()
+        if info.type == CONTENT_FILTER:
+            return self.ending().frame(info, self.gate.keys())
+        return self.dialect.error_event(info)

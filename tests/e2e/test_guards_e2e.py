@@ -1,0 +1,71 @@
+"""Guards end to end: real uvicorn, the official SDKs, a guard that blocks ``Here``; the unguarded app
+is the control."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from ..support.servers import Server, uvicorn
+
+pytestmark = pytest.mark.timeout(120)
+APP = "tests.support.apps_guards:app"
+MESSAGES: Any = [{"role": "user", "content": "hi"}]
+QUERY = {"n": 40, "delay": 0.003}
+
+
+@pytest.fixture(scope="module")
+def ours() -> Any:
+    with uvicorn(APP) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def bare() -> Any:
+    with uvicorn(APP, {"TEST_WRAP": "0"}) as server:
+        yield server
+
+
+def _chat(server: Server) -> tuple[str, list[str | None]]:
+    client = openai.OpenAI(base_url=server.url + "/openai-minimal/v1", api_key="t", max_retries=0)
+    text, reasons = "", []
+    for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True, extra_query=QUERY):
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            reasons.append(choice.finish_reason)
+    return text, reasons
+
+
+def test_openai_sees_content_filter_and_no_prefix_of_the_word(ours: Server, bare: Server) -> None:
+    theirs, _ = _chat(bare)
+    mine, reasons = _chat(ours)
+    assert "Here" in theirs
+    assert "content_filter" in reasons and "content_filter" not in _chat(bare)[1]
+    # A check covers all text new since the last one: text checked with the word goes with it.
+    assert theirs[: theirs.index("Here")].startswith(mine) and "H" not in mine[len("Hello, world!") :]
+
+
+def test_anthropic_final_message_is_a_refusal(ours: Server, bare: Server) -> None:
+    def final(server: Server) -> Any:
+        client = anthropic.Anthropic(base_url=server.url + "/anthropic", api_key="t", max_retries=0)
+        with client.messages.stream(model="m", max_tokens=9, messages=MESSAGES, extra_query=QUERY) as s:
+            return s.get_final_message()
+
+    assert final(bare).stop_reason != "refusal"
+    message = final(ours)
+    assert message.stop_reason == "refusal"
+    assert "Here" not in "".join(getattr(block, "text", "") for block in message.content)
+
+
+def test_a_json_relay_gets_one_content_filter_error(ours: Server, bare: Server) -> None:
+    def body(server: Server) -> str:
+        return httpx.get(server.url + "/relay", params=QUERY, timeout=30).text
+
+    assert "content_filter" not in body(bare)
+    mine = body(ours)
+    assert mine.count("event: error") == 1 and '"type":"content_filter"' in mine
+    assert '"code":"banned_word"' in mine and "[DONE]" not in mine

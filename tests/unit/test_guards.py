@@ -1,0 +1,258 @@
+"""Guards: the sans-I/O gate (any chunking, hold mode never releases text no guard passed; checks end
+at word boundaries; one final per part) and the ASGI shell, on asyncio and trio, against the unguarded
+app as control."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sse_middleware import Blocked, ConfigError, StreamingMiddleware, StreamingSettings, guard
+from sse_middleware._core.dialects import Delta
+from sse_middleware._core.guard import Check, GuardGate
+from sse_middleware._core.wire import TEXT, Part
+
+from ..support.harness import SSE, Wire, body, scope, start
+
+pytestmark = pytest.mark.anyio
+
+
+# -- the sans-I/O gate -------------------------------------------------------------------------------------
+
+words = st.lists(st.sampled_from(["a", "bb", "secret", "ccc ", " ", "dd\n", "é", "x y"]), max_size=30)
+
+
+def _drive(tokens: list[str], blocked: str | None, checks: list[Check]) -> tuple[str, bool]:
+    """Feed ``tokens`` as deltas, running a guard after each; what was released, and whether tripped."""
+    gate = GuardGate(hold=True, max_bytes=16, dialect="t", scope={})
+    released: list[str] = []
+
+    def run() -> bool:
+        while (check := gate.next_check()) is not None:
+            checks.append(check)
+            if blocked is not None and blocked in check.new:
+                gate.failed()
+                return False
+            gate.passed(check)
+            for item in gate.release():
+                assert isinstance(item, Delta)
+                released.append(item.text)
+        return True
+
+    for token in tokens:
+        gate.text(Delta("k", (b"", b""), token), TEXT)
+        if not run():
+            return "".join(released), True
+    gate.close()
+    ok = run()
+    return "".join(released), not ok
+
+
+@given(words)
+def test_hold_releases_only_what_passed_and_cuts_at_words(tokens: list[str]) -> None:
+    checks: list[Check] = []
+    released, tripped = _drive(tokens, "secret", checks)
+    text = "".join(tokens)
+    assert text.startswith(released)  # a prefix of the app's text
+    approved = "".join(c.new for c in checks if "secret" not in c.new)
+    assert approved.startswith(released) and "secret" not in released  # only what a check passed
+    for check in checks:  # each cut at whitespace, the part's end, or a word longer than max_bytes
+        assert check.final or not check.new or check.new[-1].isspace() or len(check.new.encode()) > 16
+    if not tripped:
+        assert released == text
+        assert [c.final for c in checks].count(True) == (1 if text else 0)  # one final per part
+    if "secret" in text:
+        assert tripped and len(released) <= text.index("secret")  # not even a prefix of the word
+
+
+def test_structural_events_keep_their_place_and_the_end_waits_for_final() -> None:
+    gate = GuardGate(hold=True, max_bytes=64, dialect="t", scope={})
+    gate.event(b"start")
+    assert gate.release() == []  # after the last text: waits for text (or the end)
+    gate.text(Delta("k", (b"", b""), "Hello wor"), TEXT)
+    gate.text(Delta(("t",), (b"", b""), '{"a":'), Part("tool_arguments", "f"))
+    check = gate.next_check()
+    assert check is not None and check.new == "Hello " and not check.final
+    gate.passed(check)
+    out = gate.release()
+    assert out[0] == b"start" and isinstance(out[1], Delta) and out[1].text == "Hello "
+    gate.event(b"[DONE]")  # a boundary: the rest of each part is checkable now
+    seen = []
+    while (check := gate.next_check()) is not None:
+        seen.append((check.part, check.new, check.final, check.tool))
+        gate.passed(check)
+    assert seen == [("text", "world"[:3], False, None), ("tool_arguments", '{"a":', False, "f")]
+    assert gate.release()[-1:] != [b"[DONE]"]  # the end marker waits for the final checks
+    gate.close()
+    finals = []
+    while (check := gate.next_check()) is not None:
+        finals.append((check.part, check.final, check.text))
+        gate.passed(check)
+    assert finals == [("text", True, "Hello wor"), ("tool_arguments", True, '{"a":')]
+    assert gate.release()[-1] == b"[DONE]"
+
+
+def test_observe_releases_at_once_and_still_checks() -> None:
+    gate = GuardGate(hold=False, max_bytes=64, dialect="t", scope={})
+    gate.text(Delta("k", (b"", b""), "Hel"), TEXT)
+    assert [d.text for d in gate.release() if isinstance(d, Delta)] == ["Hel"]
+    gate.close()
+    check = gate.next_check()
+    assert check is not None and check.final and check.new == "Hel"
+
+
+# -- the ASGI shell ------------------------------------------------------------------------------------------
+
+
+def _chunk(text: str) -> bytes:
+    obj = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+TOKENS = ["Hello ", "wor", "ld, ", "the ", "sec", "ret ", "is ", "out", "."]
+
+
+class App:
+    def __init__(self, tokens: list[str] = TOKENS, gap: float = 0.005) -> None:
+        self.tokens, self.gap, self.produced = tokens, gap, 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send(start(SSE))
+        for token in self.tokens:
+            await send(body(_chunk(token)))
+            self.produced += 1
+            await anyio.sleep(self.gap)
+        await send(body(b"data: [DONE]\n\n", more=False))
+
+
+def _text(wire: Wire) -> str:
+    out = []
+    for event in wire.events():
+        if event.data != "[DONE]":
+            for choice in json.loads(event.data).get("choices", []):
+                out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+async def _serve(app: Any, guards: list[Any], **settings: Any) -> Wire:
+    wire = Wire()
+    mw = StreamingMiddleware(app, StreamingSettings(telemetry=False, **settings), guards=guards)
+    with anyio.fail_after(10):
+        await mw(scope(), wire.receive, wire.send)
+    return wire
+
+
+def _blocker(word: str, seen: list[Check] | None = None) -> Any:
+    def check(c: Check) -> None:
+        if seen is not None:
+            seen.append(c)
+        if word in c.new:
+            raise Blocked("Filtered.", code="word")
+
+    return check
+
+
+async def test_a_guard_sees_whole_words_and_one_final(anyio_backend: str) -> None:
+    seen: list[Check] = []
+    control = await _serve(App(), [])
+    wire = await _serve(App(), [_blocker("nothing", seen)])
+    assert _text(wire) == _text(control) == "".join(TOKENS)
+    assert [c.final for c in seen].count(True) == 1 and seen[-1].final
+    assert all(c.final or c.new[-1].isspace() for c in seen if c.new)
+    assert seen[-1].text == "".join(TOKENS) and wire.events()[-1].data == "[DONE]"
+
+
+async def test_a_trip_ends_as_content_filter_with_nothing_of_the_word(anyio_backend: str) -> None:
+    control = await _serve(App(), [])
+    app = App()
+    wire = await _serve(app, [_blocker("secret")])
+    assert "sec" in _text(control)
+    assert "sec" not in _text(wire) and _text(wire) == "Hello world, the "
+    last = json.loads(wire.events()[-2].data)
+    assert last["choices"][0]["finish_reason"] == "content_filter" and last["id"] == "c1"
+    assert last["content_filter"]["code"] == "word" and wire.events()[-1].data == "[DONE]"
+    assert app.produced < len(TOKENS)  # the app was cancelled
+
+
+async def test_a_broken_guard_fails_closed_and_leaks_nothing(anyio_backend: str) -> None:
+    def broken(check: Check) -> None:
+        if "the" in check.new:
+            raise ValueError("internal detail 42")
+
+    wire = await _serve(App(), [broken])
+    assert "the" not in _text(wire) and b"internal detail" not in wire.data
+    assert b'"error"' in wire.data  # the format's error event
+    allowed = await _serve(App(), [broken], guard_failure="allow")
+    assert _text(allowed) == "".join(TOKENS) and b'"error"' not in allowed.data
+
+
+async def test_an_async_guard_past_its_timeout_is_a_fault(anyio_backend: str) -> None:
+    async def slow(check: Check) -> None:
+        await anyio.sleep(1)
+
+    wire = await _serve(App(), [slow], guard_timeout=0.05)
+    assert _text(wire) == "" and b'"error"' in wire.data
+
+
+async def test_observe_does_not_delay_the_first_text(anyio_backend: str) -> None:
+    async def slow(check: Check) -> None:
+        await anyio.sleep(0.2)
+
+    for mode, first_by in (("observe", True), ("hold", False)):
+        wire = Wire()
+        first: list[float] = []
+        real_send = wire.send
+
+        async def send(message: Any, real_send: Any = real_send, first: list[float] = first) -> None:
+            if message.get("body") and not first:
+                first.append(time.monotonic())
+            await real_send(message)
+
+        mw = StreamingMiddleware(App(), StreamingSettings(telemetry=False, guard_mode=mode), guards=[slow])
+        began = time.monotonic()
+        await mw(scope(), wire.receive, send)
+        assert (first[0] - began < 0.1) is first_by  # hold waits for the first 200 ms check
+        assert _text(wire) == "".join(TOKENS)
+
+
+async def test_a_slow_guard_checks_far_fewer_times_than_tokens(anyio_backend: str) -> None:
+    tokens = [f"w{i} " for i in range(100)]
+    checks: list[Check] = []
+
+    async def slow(check: Check) -> None:
+        checks.append(check)
+        await anyio.sleep(0.1)
+
+    began = time.monotonic()
+    await _serve(App(tokens, gap=0.01), [])
+    alone = time.monotonic() - began
+    began = time.monotonic()
+    wire = await _serve(App(tokens, gap=0.01), [slow])
+    guarded = time.monotonic() - began
+    assert _text(wire) == "".join(tokens)
+    assert len(checks) < len(tokens) / 4
+    assert guarded < alone + 5 * 0.1 + 0.5  # generous: a few check times, not one per token
+
+
+async def test_request_guards_and_bad_guards(anyio_backend: str) -> None:
+    with pytest.raises(ConfigError):
+        StreamingMiddleware(App(), guards=["not a function"])
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        guard(scope, _blocker("secret"))
+        await App()(scope, receive, send)
+
+    wire = await _serve(app, [])
+    assert "sec" not in _text(wire)
