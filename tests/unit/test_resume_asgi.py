@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
-from sse_middleware._core.resume import new_stream
+from sse_middleware._core.resume import ENTRY_OVERHEAD, new_stream
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._telemetry import resume as rt
 
@@ -91,6 +91,26 @@ async def test_resume_replays_exactly_the_events_after_the_position(store_url: s
     fresh = Wire()
     await mw(scope() | {"headers": ALICE}, fresh.receive, fresh.send)
     assert len(app.calls) == 1 and answered_by_the_app(fresh)
+
+
+async def test_the_oldest_position_a_trimmed_log_still_covers_resumes_and_one_older_goes_to_the_app(
+    store_url: str,
+) -> None:
+    """The window's edge: a log that kept only its newest ten events (41 to 50) resumes a client that has
+    up to 40, with no gap; a client at 39 lacks event 40, which is gone, so the app answers it instead."""
+    entry = len(b"data: 10\nid: %s.10\n\n" % new_stream().encode()) + ENTRY_OVERHEAD  # events 10 to 99
+    mw, app = middleware(store_url, resume_max_bytes=10 * entry + entry // 2)
+    log, sent = await produce(mw, 50)
+    edge = Wire()
+    await mw(request(log.stream, 40), edge.receive, edge.send)
+    assert app.calls == []
+    assert edge.data == b"".join(sent[40:]) and [e.data for e in edge.events()] == [
+        str(n) for n in range(41, 51)
+    ]
+    assert edge.complete
+    older = Wire()
+    await mw(request(log.stream, 39), older.receive, older.send)
+    assert len(app.calls) == 1 and answered_by_the_app(older)
 
 
 async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -> None:
