@@ -1,7 +1,7 @@
 """What the middleware does to a stream's headers and bytes that only its classification decides, at the
 raw ASGI level (a dict scope, a recording ``send``) on asyncio and trio: an app's own compressed event
-stream passes byte for byte (anti-buffering headers only). Each against its control: the same response
-without the feature's condition."""
+stream passes byte for byte (anti-buffering headers only), and an app's ``Cache-Control`` is kept, with
+``no-transform`` added. Each against its control: the same response without the feature's condition."""
 
 from __future__ import annotations
 
@@ -73,3 +73,36 @@ async def test_control_the_same_stream_uncompressed_is_handled_as_sse(anyio_back
     wire = await serve(sse_app(EVENTS, [(b"content-type", b"text/event-stream")]))
     assert any(body.startswith(b":") for body in bodies(wire)), bodies(wire)
     assert [e.data for e in wire.events()] == [f"tick {n}" for n in range(6)]
+
+
+# -- the app's Cache-Control ---------------------------------------------------------------------------
+
+
+def cache_control(wire: Wire) -> list[bytes]:
+    return [v for k, v in wire.starts[0]["headers"] if k.lower() == b"cache-control"]
+
+
+@pytest.mark.parametrize(
+    ("app_sets", "sent"),
+    [
+        ([b"private, max-age=0"], b"private, max-age=0, no-transform"),
+        ([b"no-store", b"private"], b"no-store, private, no-transform"),  # two headers, one list
+        ([b"public, No-Transform"], b"public, No-Transform"),  # already there: not doubled
+    ],
+)
+async def test_an_apps_cache_control_is_kept_and_gains_no_transform(
+    anyio_backend: str, app_sets: list[bytes], sent: bytes
+) -> None:
+    headers = [(b"content-type", b"text/event-stream"), *((b"Cache-Control", value) for value in app_sets)]
+    wire = await serve(sse_app(EVENTS[:1], headers))
+    assert cache_control(wire) == [sent]
+
+
+async def test_control_without_one_the_stream_gets_no_cache_and_a_non_stream_keeps_its_own(
+    anyio_backend: str,
+) -> None:
+    wire = await serve(sse_app(EVENTS[:1], [(b"content-type", b"text/event-stream")]))
+    assert cache_control(wire) == [b"no-cache, no-transform"]
+    json_headers = [(b"content-type", b"application/json"), (b"cache-control", b"private, max-age=0")]
+    passed = await serve(sse_app([b"{}"], json_headers))
+    assert cache_control(passed) == [b"private, max-age=0"]  # not a stream: untouched
