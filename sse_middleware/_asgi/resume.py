@@ -33,6 +33,7 @@ from .._resume.log import StreamLog
 from .._resume.store import Found, Store, StoreError, StreamInfo, open_store
 from .._settings import StreamingSettings
 from .._telemetry import resume as rt
+from .._telemetry.annotate import annotate
 from .._types import Message
 
 STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
@@ -83,7 +84,10 @@ class Resumption:
         responses (``Set-Cookie``, ``Date``, ``Server`` and framing headers are not). ``span``: the
         stream span's ``SpanContext``, for the resumed spans' links.
         """
-        if not settings.resume or time.monotonic() < self._rest_until:
+        if not settings.resume:
+            return None
+        if time.monotonic() < self._rest_until:
+            self._unavailable(scope)
             return None
         stream = new_stream()
         info = StreamInfo(
@@ -96,8 +100,14 @@ class Resumption:
                 writer = await self.store.create(stream, info, settings.resume_ttl)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable at stream start", exc)
+            self._unavailable(scope)
             return None
         return StreamLog(stream, writer, settings.resume_max_bytes)
+
+    def _unavailable(self, scope: MutableMapping[str, Any]) -> None:
+        """Say on the stream's span that it runs without resume: the log lines say it only once."""
+        if self.telemetry is not None:
+            annotate(scope, {rt.RESUME_UNAVAILABLE: True})
 
     def _rest(self, what: str, exc: BaseException) -> None:
         self._rest_until = time.monotonic() + REST_SECONDS

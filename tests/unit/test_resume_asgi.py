@@ -23,8 +23,10 @@ from sse_middleware._resume.log import StreamLog
 from sse_middleware._telemetry import resume as rt
 
 from ..support.harness import Wire, scope
+from ..support.otel import Otel
 from ..support.redis import redis_server
 from ..support.resume_matrix import _anyio_backend, _backend_and_store, _redis, _store_url  # noqa: F401
+from ..support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 ALICE = [(b"authorization", b"Bearer alice")]
@@ -270,6 +272,23 @@ async def test_redis_down_means_no_resume_logged_once(
 
 
 # -- telemetry -----------------------------------------------------------------------------------------
+
+
+async def test_a_stream_whose_store_is_down_says_so_on_its_span(store_url: str) -> None:
+    """Nothing listens on the port: the store fails at the stream's start, then rests; each stream that
+    runs without resume says so on its span (the log line comes only once). Control: the live store."""
+    otel = Otel()
+    dead, _ = middleware(f"redis://127.0.0.1:{free_port()}/0", providers={"tracer_provider": otel.tp})
+    for _ in range(2):  # the failure, then a stream inside the rest after it
+        client = Wire()
+        await dead(scope() | {"headers": ALICE}, client.receive, client.send)
+        assert answered_by_the_app(client) and client.events()[0].id is None  # no id: not resumable
+    live, _ = middleware(store_url, providers={"tracer_provider": otel.tp})
+    client = Wire()
+    await live(scope() | {"headers": ALICE}, client.receive, client.send)
+    assert client.events()[0].id is not None  # the control is resumable
+    marked = [(s.attributes or {}).get(rt.RESUME_UNAVAILABLE) for s in otel.ours()]
+    assert marked == [True, True, None]
 
 
 async def test_a_resumed_span_links_to_the_original_and_resumes_are_counted(store_url: str) -> None:
