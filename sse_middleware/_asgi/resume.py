@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import MutableMapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from .._core.deadlines import FINALIZE_SECONDS
 from .._core.errors import logger
 from .._core.headers import stream_headers
 from .._core.resume import Caller, Position, bind, default_caller, identity, last_event_id, new_stream
@@ -32,12 +33,26 @@ from .._core.sse import comment
 from .._resume.log import StreamLog
 from .._resume.store import Found, Store, StoreError, StreamInfo, open_store
 from .._settings import StreamingSettings
-from .._telemetry import resume as rt
-from .._types import Message
+from .._telemetry.annotate import annotate
+from .._telemetry.resume import (
+    DELIVERED,
+    REFUSED,
+    RESUME_COMPLETE,
+    RESUME_EVENTS,
+    RESUME_UNAVAILABLE,
+    RESUMED,
+    UNAVAILABLE,
+    UNKNOWN,
+    ResumeTelemetry,
+    traceparent,
+)
+from .._types import Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
 
 STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
 REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
-_FINALIZE_SECONDS: Final = 5.0
 _DROPPED: Final = frozenset(
     (b"set-cookie", b"date", b"server", b"content-length", b"transfer-encoding", b"connection")
 )
@@ -56,7 +71,7 @@ class Resumption:
     ) -> None:
         self.settings = settings
         self.caller: Caller = caller or default_caller
-        self.telemetry = rt.ResumeTelemetry(tracer_provider, meter_provider) if settings.telemetry else None
+        self.telemetry = ResumeTelemetry(tracer_provider, meter_provider) if settings.telemetry else None
         self._store: Store | None = None
         self._rest_until = -math.inf
         self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
@@ -72,10 +87,10 @@ class Resumption:
 
     async def open(
         self,
-        scope: MutableMapping[str, Any],
+        scope: Scope,
         settings: StreamingSettings,
         headers: Sequence[tuple[bytes, bytes]] = (),
-        span: Any = None,
+        span: SpanContext | None = None,
     ) -> StreamLog | None:
         """A log for a stream starting now, or None (resume off for it, or the store down: logged once).
 
@@ -83,21 +98,30 @@ class Resumption:
         responses (``Set-Cookie``, ``Date``, ``Server`` and framing headers are not). ``span``: the
         stream span's ``SpanContext``, for the resumed spans' links.
         """
-        if not settings.resume or time.monotonic() < self._rest_until:
+        if not settings.resume:
+            return None
+        if time.monotonic() < self._rest_until:
+            self._unavailable(scope)
             return None
         stream = new_stream()
         info = StreamInfo(
             bind(stream, identity(self.caller, scope)),
-            rt.traceparent(span),
-            tuple((k, v) for k, v in headers if k.lower() not in _DROPPED),
+            traceparent(span),
+            tuple((name, value) for name, value in headers if name.lower() not in _DROPPED),
         )
         try:
             with anyio.fail_after(STORE_SECONDS):
                 writer = await self.store.create(stream, info, settings.resume_ttl)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable at stream start", exc)
+            self._unavailable(scope)
             return None
         return StreamLog(stream, writer, settings.resume_max_bytes)
+
+    def _unavailable(self, scope: Scope) -> None:
+        """Say on the stream's span that it runs without resume: the log lines say it only once."""
+        if self.telemetry is not None:
+            annotate(scope, {RESUME_UNAVAILABLE: True})
 
     def _rest(self, what: str, exc: BaseException) -> None:
         self._rest_until = time.monotonic() + REST_SECONDS
@@ -105,7 +129,7 @@ class Resumption:
 
     # -- the resume side ----------------------------------------------------------------------------
 
-    async def answer(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> bool:
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> bool:
         """Answer a resume request; False when the app should answer instead (nothing was sent)."""
         position = last_event_id(scope.get("headers") or ())
         if position is None or scope.get("method") == "HEAD":
@@ -115,7 +139,7 @@ class Resumption:
             self.telemetry.count(outcome)
         if found is None:
             return False
-        if outcome == rt.DELIVERED:
+        if outcome == DELIVERED:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return True
@@ -124,25 +148,25 @@ class Resumption:
         await follow.run(scope, receive)
         return True
 
-    async def _look_up(self, scope: MutableMapping[str, Any], at: Position) -> tuple[str, Found | None]:
+    async def _look_up(self, scope: Scope, position: Position) -> tuple[str, Found | None]:
         if time.monotonic() < self._rest_until:
-            return rt.UNAVAILABLE, None
+            return UNAVAILABLE, None
         try:
             with anyio.fail_after(STORE_SECONDS):
-                found = await self.store.find(at.stream)
+                found = await self.store.find(position.stream)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable for a resume", exc)
-            return rt.UNAVAILABLE, None
+            return UNAVAILABLE, None
         if found is None:
-            return rt.UNKNOWN, None
-        if not _same_caller(at.stream, identity(self.caller, scope), found.info.caller):
-            return rt.REFUSED, None
-        if at.seq < found.first - 1:
-            return rt.UNKNOWN, None  # events it lacks are no longer kept: a gap is worse than a new answer
-        if found.end is not None and at.seq >= found.last:
+            return UNKNOWN, None
+        if not _same_caller(position.stream, identity(self.caller, scope), found.info.caller):
+            return REFUSED, None
+        if position.seq < found.first - 1:
+            return UNKNOWN, None  # events it lacks are no longer kept: a gap is worse than a new answer
+        if found.end is not None and position.seq >= found.last:
             # Nothing left to send. After a clean end, tell EventSource to stop; after a cut, the app.
-            return (rt.DELIVERED, found) if found.end else (rt.UNKNOWN, None)
-        return rt.RESUMED, found
+            return (DELIVERED, found) if found.end else (UNKNOWN, None)
+        return RESUMED, found
 
     def drain(self) -> None:
         """The server is stopping: end every resumed response now (their clients reconnect elsewhere)."""
@@ -158,7 +182,7 @@ class Resumption:
 class _Follow:
     """One resumed response: replay, then follow the live log until its end."""
 
-    def __init__(self, owner: Resumption, position: Position, found: Found, send: Any) -> None:
+    def __init__(self, owner: Resumption, position: Position, found: Found, send: Send) -> None:
         self._owner = owner
         self._position = position
         self._found = found
@@ -171,7 +195,7 @@ class _Follow:
     def stop(self) -> None:
         self._scope.cancel()
 
-    async def run(self, scope: MutableMapping[str, Any], receive: Any) -> None:
+    async def run(self, scope: Scope, receive: Receive) -> None:
         owner = self._owner
         span = None
         if owner.telemetry is not None:
@@ -183,16 +207,16 @@ class _Follow:
             with self._scope:
                 if owner.stopping:
                     self._scope.cancel()
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._watch, receive)
+                async with anyio.create_task_group() as task_group:
+                    task_group.start_soon(self._watch, receive)
                     await self._pump()
-                    tg.cancel_scope.cancel()
-            with anyio.move_on_after(_FINALIZE_SECONDS, shield=True):
+                    task_group.cancel_scope.cancel()
+            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self._write({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if span is not None:
-                span.set_attribute(rt.RESUME_EVENTS, self.events)
-                span.set_attribute(rt.RESUME_COMPLETE, bool(self.complete))
+                span.set_attribute(RESUME_EVENTS, self.events)
+                span.set_attribute(RESUME_COMPLETE, bool(self.complete))
                 span.end()
 
     async def _pump(self) -> None:
@@ -229,7 +253,7 @@ class _Follow:
         except OSError:  # how ASGI >= 2.4 servers say the client left
             self._client_gone()
 
-    async def _watch(self, receive: Any) -> None:
+    async def _watch(self, receive: Receive) -> None:
         """We own ``receive`` here (the app never runs): its only news for us is the client leaving."""
         while True:
             message = await receive()

@@ -7,9 +7,11 @@ reader time, so the rules are, in order of precedence:
 * Leading edge: the first text of a stream, and the first after ``max_delay`` of silence (nothing
   emitted or buffered), goes out at once, whole. Coalescing must never add to time-to-first-token.
 * Deadline: no character waits longer than ``max_delay``. Each buffered piece keeps its arrival time;
-  at :meth:`deadline` every overdue character goes out, and the cut is then *extended* to the best safe
-  cut point (see :func:`markdown.best_cut`) at or after them, so frames end on block, line, sentence or
-  word boundaries whenever the buffer offers one. The remainder's deadline is its own oldest arrival.
+  at the deadline (``_due`` while anything is buffered: the pipeline reads it after every token, so it is
+  an attribute, not a method) every overdue character goes out, and the cut is then *extended* to the
+  best safe cut point (see :func:`markdown.best_cut`) at or after them, so frames end on block, line,
+  sentence or word boundaries whenever the buffer offers one. The remainder's deadline is its own oldest
+  arrival.
 * Size: at ``max_bytes`` (UTF-8, counted per piece) the best safe cut in the buffer's second half goes
   out now, so memory stays bounded by ``max_bytes`` plus one piece.
 
@@ -138,12 +140,8 @@ class Coalescer(Generic[K, E]):
             self._shrink(now, out)
         return out
 
-    def deadline(self) -> float | None:
-        """Monotonic time when :meth:`tick` must be called; None when nothing is buffered."""
-        return self._due if self._parts else None
-
     def tick(self, now: float) -> list[tuple[E, str]]:
-        """Called by the timer at/after :meth:`deadline`; emits at least every overdue character."""
+        """Called by the timer at/after the deadline; emits at least every overdue character."""
         if now > self._seen:
             self._seen = now
         out: list[tuple[E, str]] = []

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
-Headers = Sequence[tuple[bytes, bytes]]
+RawHeaders = Sequence[tuple[bytes, bytes]]
+"""Header pairs as ASGI carries them (names in any case)."""
 
 SSE: Final = "sse"
 BYTES: Final = "bytes"
@@ -46,7 +47,7 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-# -- format hints (issue 13): a response header that names the stream's format --------------------------
+# -- format hints: a response header that names the stream's format -------------------------------------
 _AI_SDK_HEADER: Final = b"x-vercel-ai-ui-message-stream"
 
 
@@ -59,7 +60,7 @@ def dialect_hint(headers: Iterable[tuple[bytes, bytes]]) -> Literal["ai-sdk"] | 
     return None
 
 
-def stream_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
+def stream_headers(headers: RawHeaders) -> list[tuple[bytes, bytes]]:
     """The app's headers with anti-buffering added. An app's Cache-Control is kept and gains no-transform.
 
     ``Connection`` is never sent: it is forbidden in HTTP/2 and the server owns it in HTTP/1.1.
@@ -85,7 +86,7 @@ def stream_headers(headers: Headers) -> list[tuple[bytes, bytes]]:
     return out
 
 
-def has_request_body(headers: Headers) -> bool:
+def has_request_body(headers: RawHeaders) -> bool:
     """Whether the request may carry a body still to be read (then the app owns ``receive``)."""
     for name, value in headers:
         lowered = name.lower()

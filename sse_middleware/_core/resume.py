@@ -51,10 +51,6 @@ def new_stream() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(STREAM_BYTES)).rstrip(b"=").decode("ascii")
 
 
-def event_id(stream: str, seq: int) -> str:
-    return f"{stream}.{seq}"
-
-
 def parse_id(raw: bytes | str | None) -> Position | None:
     """The position an id names; None for anything else (never raises, whatever the bytes)."""
     if raw is None:

@@ -16,8 +16,8 @@ import dataclasses
 import re
 from typing import Final
 
-CR: Final = 0x0D  # byte values: `in` and indexing with an int needle are a memchr, no bytes object
-LF: Final = 0x0A
+from .lines import CR, LF
+
 _LINE_END: Final = re.compile(rb"\r\n|\r|\n")
 _BOM: Final = b"\xef\xbb\xbf"
 

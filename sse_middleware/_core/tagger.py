@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from .lines import CR, LF
+
 _LINE_END: Final = re.compile(rb"\r\n|\r|\n")
 _DATA_LINE: Final = re.compile(rb"(?:^|\n)data[:\n]")  # a data field in an LF-only block
 _BOM: Final = b"\xef\xbb\xbf"
@@ -76,7 +78,7 @@ class Tagger:
             self._idle
             and chunk[-2:] == b"\n\n"
             and chunk[0] != 0xEF  # a BOM: see _event_done
-            and 13 not in chunk
+            and CR not in chunk
             and chunk.find(b"\n\n") == len(chunk) - 2
         ):
             if _DATA_LINE.search(chunk) is None:
@@ -95,7 +97,7 @@ class Tagger:
         block = 0  # the start of the current block in chunk
         if self._skip_lf:
             self._skip_lf = False
-            if chunk[0] == 0x0A:
+            if chunk[0] == LF:
                 pos = 1
         for match in _LINE_END.finditer(chunk, pos):
             start, end = match.span()
@@ -120,7 +122,7 @@ class Tagger:
             self._head = b""
             self._line_start = True
             pos = end
-        ends_with_cr = chunk[-1] == 0x0D
+        ends_with_cr = chunk[-1] == CR
         self._skip_lf = ends_with_cr
         if pos < len(chunk):  # a line goes on in the next chunk
             if len(self._head) < _HEAD:

@@ -8,14 +8,12 @@ from collections.abc import Hashable
 from typing import Any, Final, NamedTuple
 
 from .errors import ErrorInfo
+from .lines import CR as CR  # used here, and still imported from here by the pipeline
 from .sse import Event, Parser
 
 Envelope = tuple[bytes, bytes]
 """Bytes before and after the escaped text of a delta event: a merged frame is ``before + text + after``."""
 
-# Byte needles as ints: ``13 in raw`` is a memchr, where a one-byte bytes needle is a slower substring search.
-CR: Final = 13
-LF: Final = 10
 QUOTE: Final = 34
 BACKSLASH: Final = 92
 DONE: Final = b"[DONE]"

@@ -20,7 +20,8 @@ from .._core.errors import logger
 from .._core.resume import parse_store_url
 from .._exceptions import SSEMiddlewareError
 
-Headers = tuple[tuple[bytes, bytes], ...]
+StoredHeaders = tuple[tuple[bytes, bytes], ...]
+"""A response's header pairs as a store keeps them: an immutable tuple, so ``StreamInfo`` stays frozen."""
 
 
 class StoreError(SSEMiddlewareError):
@@ -33,7 +34,7 @@ class StreamInfo:
 
     caller: bytes  # resume.bind(stream, identity): a keyed digest, never the credentials
     link: str = ""  # the original stream's span as a W3C traceparent; "" without one
-    headers: Headers = ()  # the original response's headers, for the resumed response
+    headers: StoredHeaders = ()  # the original response's headers, for the resumed response
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

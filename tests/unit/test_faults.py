@@ -1,7 +1,8 @@
-"""Faults at random points, at the raw ASGI level (hypothesis, derandomized so CI is reproducible), on
-asyncio and trio: client disconnects under both server styles, app exceptions, StreamError, the server
-cancelling the app mid-send or mid-sleep, an app stall, a client that stops reading for a while, a
-shutdown, a server refusing a body. After every case: the app's generator finalized exactly once,
+"""Faults at random points, at the raw ASGI level (hypothesis, new cases each run: a failure prints its
+plan and a ``@reproduce_failure`` blob, and the local example database replays it), on asyncio and trio:
+client disconnects under both server styles, app exceptions, StreamError, the server cancelling the app
+mid-send or mid-sleep, an app stall, a client that stops reading for a while, a shutdown, a server
+refusing a body. After every case: the app's generator finalized exactly once,
 exactly one span ended and one duration observation recorded, TTFT recorded once when content went
 through a stream that did not fail, no task left, the wire well-formed, the one outcome allowed by
 where the fault struck (the text as far as the app had got, then the dialect's error event or the
@@ -44,6 +45,7 @@ from ..support.faults import (
 )
 from ..support.harness import scope
 from ..support.otel import Otel
+from ..support.tier import examples
 
 pytestmark = pytest.mark.timeout(240)
 METRIC_DURATION = "gen_ai.server.request.duration"  # names fixed by the GenAI conventions
@@ -199,17 +201,17 @@ async def one_case(plan: Plan, otel: Otel) -> None:
     assert again.wire.complete and [e.data for e in again.wire.events()] == ["a", "b"]
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, phases=PHASES)
+@settings(max_examples=examples(100), deadline=None, phases=PHASES, print_blob=True)
 @given(plan=plans())
 def test_random_faults_keep_every_invariant(plan: Plan) -> None:
-    """The fast tier's sample; the full run adds 300 cases on each backend (below)."""
+    """The fast tier's sample (a fifth of the full run's); the full run adds 300 cases on each backend."""
     with restored_signals():  # each case's middleware chains SIGTERM/SIGINT in front of the test's
         anyio.run(one_case, plan, Otel())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-@settings(max_examples=300, deadline=None, derandomize=True, phases=PHASES)
+@settings(max_examples=300, deadline=None, phases=PHASES, print_blob=True)
 @given(plan=plans())
 def test_random_faults_keep_every_invariant_on_each_backend(backend: str, plan: Plan) -> None:
     with restored_signals():

@@ -7,6 +7,7 @@ complete by UAX #29 and cannot merge with their neighbours, so the true boundari
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,14 @@ ATOMS = CLUSTERS + SIMPLE
 # Multi-character simple atoms ("```", ". ") hold several clusters: split them so joins() sees them all.
 atoms = st.lists(st.sampled_from(ATOMS), min_size=1, max_size=40).map(
     lambda ps: [q for p in ps for q in ([p] if p in CLUSTERS else list(p))]
+)
+# Prose on one line (a newline would outrank every later rank), each example from a few of these atoms
+# only, so that some have no sentence end, some no space, some no CJK: each rank gets its turn.
+PROSE = ["ab", "Z", " ", ". ", "! ", ".", "\t", "\u4f60", "\u3002", "**", "`", "|", "e\u0301", FAMILY]
+prose = (
+    st.lists(st.sampled_from(PROSE), min_size=1, max_size=4, unique=True)
+    .flatmap(lambda alphabet: st.lists(st.sampled_from(alphabet), min_size=1, max_size=20))
+    .map(lambda ps: [q for p in ps for q in ([p] if p in CLUSTERS else list(p))])
 )
 
 
@@ -52,13 +61,54 @@ def test_boundaries_are_exactly_the_joins(parts: list[str]) -> None:
     assert complete_end(text) == len(text)
 
 
-@given(atoms, atoms, st.integers(0, 200), st.booleans())
-def test_best_cut_only_at_cluster_joins(sent: list[str], parts: list[str], lo: int, markers: bool) -> None:
+# CJK, written without spaces between words, as the markdown module's own ranges (BMP part) say it.
+CJK = "[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]"
+MARKERS = "`~$|*_\\"  # markup whose two halves are never cut apart by the last-resort rank
+
+
+def between_markers(text: str, at: int) -> bool:
+    return 0 < at < len(text) and text[at] in MARKERS and text[at - 1] in MARKERS
+
+
+def expected_free_cut(text: str, lo: int, ends: set[int]) -> int | set[int]:
+    """The cut ``best_cut(..., respect_markers=False)`` must choose in text built from whole atoms (so
+    every join is a grapheme boundary and the text is complete): the rightmost cut of the best rank that
+    has one, written out rank by rank. Block ends are newlines whose rank needs the markdown context: for
+    them the answer is the set of newline cuts, any of which may be the block end."""
+    lo, n = max(lo, 1), len(text)
+    newlines = {i + 1 for i, c in enumerate(text) if c == "\n" and i + 1 >= lo}
+    if newlines:
+        return newlines
+    ranks = [
+        {i + 2 for i in range(n - 1) if text[i : i + 2] in (". ", "! ", "? ")}
+        | {i + 1 for i, c in enumerate(text) if c in "\u3002\uff01\uff1f"},
+        {i + 1 for i, c in enumerate(text) if c in " \t\u3000"},
+        {i + 1 for i, c in enumerate(text) if re.match(CJK, c)},
+        {at for at in ends if not between_markers(text, at)},
+    ]
+    for cuts in ranks:
+        allowed = {at for at in cuts if lo <= at <= n}
+        if allowed:
+            return max(allowed)
+    return 0
+
+
+@given(atoms, atoms | prose, st.integers(0, 60))
+def test_best_cut_is_the_rightmost_of_the_best_rank(sent: list[str], parts: list[str], lo: int) -> None:
     state = MarkdownState()
     state.advance("".join(sent))
     text = "".join(parts)
-    p = best_cut(text, state, lo, respect_markers=markers)
-    assert p == 0 or (max(lo, 1) <= p <= len(text) and p in joins(parts))
+    free = best_cut(text, state, lo, respect_markers=False)
+    expected = expected_free_cut(text, lo, joins(parts))
+    assert free in expected if isinstance(expected, set) else free == expected
+    held = best_cut(text, state, lo)
+    assert held == 0 or (max(lo, 1) <= held <= free and held in joins(parts))
+    # Holding a trailing marker changes nothing when the text ends in plain text outside any link,
+    # fence line or marker run.
+    last_line = ("".join(sent) + text).split("\n")[-1].lstrip(" \t")
+    plain_end = text[-1] in "abZ.\u4f60\u597d\u3002\uff01\uac00"
+    if plain_end and "[" not in last_line and not last_line.startswith(("```", "~~~")):
+        assert held == free
 
 
 TRICKY = "ab .\n\r\t*`$|[](~_\u200d\u0301\ufe0f\U0001f1fa\U0001f468\u4f60\u3002\u0600\u094d\u0915\u1100\u1161"
@@ -68,11 +118,17 @@ TRICKY = "ab .\n\r\t*`$|[](~_\u200d\u0301\ufe0f\U0001f1fa\U0001f468\u4f60\u3002\
 def test_best_cut_on_arbitrary_text(text: str, sent: str, lo: int) -> None:
     state = MarkdownState()
     state.advance(sent)
+    end = complete_end(text, state)
+    cuts = {}
     for markers in (True, False):
-        p = best_cut(text, state, lo, respect_markers=markers)
-        assert p == 0 or max(lo, 1) <= p <= complete_end(text, state) <= len(text)
+        p = cuts[markers] = best_cut(text, state, lo, respect_markers=markers)
+        assert p == 0 or max(lo, 1) <= p <= end <= len(text)
         assert is_grapheme_boundary(text, p, state)
         assert not (0 < p < len(text) and text[p - 1] == "\r" and text[p] == "\n")  # never inside CRLF
+    # Without the marker hold a cut is found whenever one is allowed, and holding only ever cuts earlier.
+    allowed = [at for at in range(max(lo, 1), end + 1) if is_grapheme_boundary(text, at, state)]
+    assert (cuts[False] != 0) == any(not between_markers(text, at) for at in allowed)
+    assert cuts[True] <= cuts[False]
 
 
 @given(st.text(alphabet=TRICKY, max_size=40), st.text(alphabet=TRICKY, max_size=10))

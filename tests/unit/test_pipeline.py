@@ -130,6 +130,59 @@ def test_anthropic_blocks_never_merge_across_keys(
     assert per_block[0] == "".join(tokens[0::2]) and per_block[1] == "".join(tokens[1::2])
 
 
+def chat_choice(text: str | None, index: int, *, spaced: bool, finish: str | None = None) -> str:
+    """One chunk of an ``n > 1`` completion: compact (the dialect's fast path) or spaced (its full parse)."""
+    chunk = json.loads(openai_chunk(text, index=index, finish=finish)[6:])
+    return f"data: {json.dumps(chunk, separators=None if spaced else (',', ':'))}\n\n"
+
+
+def text_per_choice(frames: list[bytes]) -> tuple[dict[int, str], int]:
+    """Each choice's text as a client joins it, and how many events carried text."""
+    texts: dict[int, str] = {0: "", 1: ""}
+    carrying = 0
+    for event in parse(b"".join(frames)):
+        if event.data != "[DONE]":
+            (choice,) = json.loads(event.data)["choices"]
+            if choice["delta"].get("content"):
+                texts[choice["index"]] += choice["delta"]["content"]
+                carrying += 1
+    return texts, carrying
+
+
+def n_choices_stream(pieces: list[tuple[int, str]], spaced: bool) -> bytes:
+    return "".join(
+        [
+            *(chat_choice(text, index, spaced=spaced) for index, text in pieces),
+            *(chat_choice(None, index, spaced=spaced, finish="stop") for index in (0, 1)),
+            "data: [DONE]\n\n",
+        ]
+    ).encode()
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["Hel", "lo", " ", "wor", "ld"]))), cuts_st, gaps_st
+)
+def test_openai_choices_of_one_completion_never_mix(
+    spaced: bool, pieces: list[tuple[int, str]], cuts: list[int], gaps: list[float]
+) -> None:
+    """``n > 1``: the choices interleave under one chunk id; only the choice index tells them apart."""
+    frames = drive(n_choices_stream(pieces, spaced), cuts, gaps, StreamingSettings())
+    texts, _ = text_per_choice(frames)
+    assert texts == {index: "".join(t for i, t in pieces if i == index) for index in (0, 1)}
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+def test_openai_choices_merge_within_each_run(spaced: bool) -> None:
+    """The control: runs of one choice's chunks do merge (so the property above sees merged frames)."""
+    pieces = [(0, "a"), (0, "b"), (0, "c"), (1, "A"), (1, "B"), (0, "d"), (0, "e"), (1, "C")]
+    frames = drive(n_choices_stream(pieces, spaced), [], [0.0], StreamingSettings())
+    texts, carrying = text_per_choice(frames)
+    assert texts == {0: "abcde", 1: "ABC"}
+    assert carrying == 5  # the first chunk at once (the leading edge), then one event per run
+
+
 sse_events_st = st.lists(
     st.builds(
         Event,

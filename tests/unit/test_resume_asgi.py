@@ -18,13 +18,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
-from sse_middleware._core.resume import event_id, new_stream
+from sse_middleware._core.resume import ENTRY_OVERHEAD, new_stream
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._telemetry import resume as rt
 
 from ..support.harness import Wire, scope
+from ..support.otel import Otel
 from ..support.redis import redis_server
 from ..support.resume_matrix import _anyio_backend, _backend_and_store, _redis, _store_url  # noqa: F401
+from ..support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 ALICE = [(b"authorization", b"Bearer alice")]
@@ -63,7 +65,7 @@ async def produce(
 
 
 def request(log_stream: str, seq: int, headers: list[tuple[bytes, bytes]] = ALICE) -> dict[str, Any]:
-    return scope() | {"headers": [*headers, (b"last-event-id", event_id(log_stream, seq).encode())]}
+    return scope() | {"headers": [*headers, (b"last-event-id", f"{log_stream}.{seq}".encode())]}
 
 
 def answered_by_the_app(client: Wire) -> bool:
@@ -82,7 +84,7 @@ async def test_resume_replays_exactly_the_events_after_the_position(store_url: s
     await mw(request(log.stream, 2), client.receive, client.send)
     assert app.calls == []  # answered from the log
     assert client.data == b"".join(sent[2:])
-    assert [e.id for e in client.events()] == [event_id(log.stream, n) for n in (3, 4, 5)]
+    assert [e.id for e in client.events()] == [f"{log.stream}.{n}" for n in (3, 4, 5)]
     assert client.complete
     headers = dict(start_of(client)["headers"])
     assert headers[b"x-accel-buffering"] == b"no" and b"no-transform" in headers[b"cache-control"]
@@ -91,6 +93,26 @@ async def test_resume_replays_exactly_the_events_after_the_position(store_url: s
     fresh = Wire()
     await mw(scope() | {"headers": ALICE}, fresh.receive, fresh.send)
     assert len(app.calls) == 1 and answered_by_the_app(fresh)
+
+
+async def test_the_oldest_position_a_trimmed_log_still_covers_resumes_and_one_older_goes_to_the_app(
+    store_url: str,
+) -> None:
+    """The window's edge: a log that kept only its newest ten events (41 to 50) resumes a client that has
+    up to 40, with no gap; a client at 39 lacks event 40, which is gone, so the app answers it instead."""
+    entry = len(b"data: 10\nid: %s.10\n\n" % new_stream().encode()) + ENTRY_OVERHEAD  # events 10 to 99
+    mw, app = middleware(store_url, resume_max_bytes=10 * entry + entry // 2)
+    log, sent = await produce(mw, 50)
+    edge = Wire()
+    await mw(request(log.stream, 40), edge.receive, edge.send)
+    assert app.calls == []
+    assert edge.data == b"".join(sent[40:]) and [e.data for e in edge.events()] == [
+        str(n) for n in range(41, 51)
+    ]
+    assert edge.complete
+    older = Wire()
+    await mw(request(log.stream, 39), older.receive, older.send)
+    assert len(app.calls) == 1 and answered_by_the_app(older)
 
 
 async def test_another_caller_or_an_unknown_id_goes_to_the_app(store_url: str) -> None:
@@ -250,6 +272,23 @@ async def test_redis_down_means_no_resume_logged_once(
 
 
 # -- telemetry -----------------------------------------------------------------------------------------
+
+
+async def test_a_stream_whose_store_is_down_says_so_on_its_span(store_url: str) -> None:
+    """Nothing listens on the port: the store fails at the stream's start, then rests; each stream that
+    runs without resume says so on its span (the log line comes only once). Control: the live store."""
+    otel = Otel()
+    dead, _ = middleware(f"redis://127.0.0.1:{free_port()}/0", providers={"tracer_provider": otel.tp})
+    for _ in range(2):  # the failure, then a stream inside the rest after it
+        client = Wire()
+        await dead(scope() | {"headers": ALICE}, client.receive, client.send)
+        assert answered_by_the_app(client) and client.events()[0].id is None  # no id: not resumable
+    live, _ = middleware(store_url, providers={"tracer_provider": otel.tp})
+    client = Wire()
+    await live(scope() | {"headers": ALICE}, client.receive, client.send)
+    assert client.events()[0].id is not None  # the control is resumable
+    marked = [(s.attributes or {}).get(rt.RESUME_UNAVAILABLE) for s in otel.ours()]
+    assert marked == [True, True, None]
 
 
 async def test_a_resumed_span_links_to_the_original_and_resumes_are_counted(store_url: str) -> None:

@@ -16,7 +16,6 @@ from sse_middleware._core.resume import (
     Window,
     bind,
     default_caller,
-    event_id,
     identity,
     last_event_id,
     new_stream,
@@ -44,11 +43,29 @@ def test_new_streams_are_22_chars_of_128_random_bits() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", s) for s in made)
 
 
-@given(streams, st.integers(min_value=1, max_value=10**18 - 1))
-def test_ids_round_trip(stream: str, seq: int) -> None:
-    assert parse_id(event_id(stream, seq)) == Position(stream, seq)
-    assert parse_id(event_id(stream, seq).encode()) == Position(stream, seq)
-    assert parse_id(b" \t" + event_id(stream, seq).encode() + b" ") == Position(stream, seq)
+def written_ids(stream: str, seq: int, count: int = 1) -> list[str]:
+    """The ids a stream's tagger writes on its events number ``seq`` to ``seq + count - 1``, as a spec
+    parser reads them: how production makes every id a client will send back."""
+    tagger = Tagger(stream, lambda seq, event: None, 1 << 20)
+    tagger.seq = seq - 1  # as if the stream's first seq - 1 events had gone out
+    out = b"".join(tagger.feed(b"data: x\n\n") for _ in range(count))
+    return [event.id or "" for event in parse(out)]
+
+
+@given(streams, st.integers(min_value=1, max_value=10**18 - 3))
+def test_the_ids_the_tagger_writes_parse_back_to_their_position(stream: str, seq: int) -> None:
+    for n, written in enumerate(written_ids(stream, seq, 3), start=seq):
+        assert parse_id(written) == Position(stream, n)
+        assert parse_id(written.encode()) == Position(stream, n)
+        assert parse_id(b" \t" + written.encode() + b" ") == Position(stream, n)
+        assert last_event_id([(b"last-event-id", written.encode())]) == Position(stream, n)
+
+
+def test_a_fresh_stream_numbers_its_events_from_one() -> None:
+    stream = new_stream()
+    tagger = Tagger(stream, lambda seq, event: None, 1 << 20)
+    out = tagger.feed(b"data: a\n\n") + tagger.feed(b": ping\n\ndata: b\r\n\r\n")
+    assert [parse_id(event.id) for event in parse(out)] == [Position(stream, 1), Position(stream, 2)]
 
 
 @given(st.one_of(st.binary(max_size=64), st.text(max_size=64)))
@@ -57,7 +74,7 @@ def test_parse_never_raises_and_accepts_only_our_ids(raw: bytes | str) -> None:
     found = parse_id(raw)
     if found is not None:
         text = raw if isinstance(raw, str) else raw.decode("ascii")
-        assert event_id(found.stream, found.seq) == text.strip(" \t")
+        assert written_ids(found.stream, found.seq) == [text.strip(" \t")]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +91,8 @@ def test_malformed_ids_are_unknown(raw: str) -> None:
 
 
 def test_last_event_id_header() -> None:
-    good = event_id(STREAM, 7).encode()
+    (written,) = written_ids(STREAM, 7)
+    good = written.encode()
     assert last_event_id([(b"host", b"x"), (b"Last-Event-ID", good)]) == Position(STREAM, 7)
     assert last_event_id([(b"last-event-id", good), (b"last-event-id", good)]) is None  # two: unknown
     assert last_event_id([(b"last-event-id", b"\xff\xfe")]) is None
@@ -128,7 +146,7 @@ def test_tagger_adds_one_id_per_event_and_nothing_else_under_any_chunking(
     for item in items(data):
         if isinstance(item, Event):
             n += 1
-            item = dataclasses.replace(item, id=event_id(STREAM, n))
+            item = dataclasses.replace(item, id=f"{STREAM}.{n}")
         expected.append(item)
     assert seen == expected  # the same events and comments, each event with our id
     assert [seq for seq, _ in log] == list(range(1, n + 1))

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from redis.asyncio import Redis
 
 from sse_middleware._core.resume import ENTRY_OVERHEAD, new_stream
 from sse_middleware._resume.log import StreamLog
@@ -186,6 +187,30 @@ async def test_redis_refuses_trio_clearly(redis: RedisServer, anyio_backend: str
         writer = await store.create(new_stream(), INFO, ttl=60)
         await writer.end(True)
         await store.aclose()
+
+
+@pytest.mark.slow  # a real redis-server: the full run
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_redis_every_key_of_a_finished_stream_expires(redis: RedisServer, anyio_backend: str) -> None:
+    """Not only what ``find()`` reads: a key left without a TTL stays in Redis for ever."""
+    store = open_store(redis.url)
+    stream = new_stream()
+    writer = await store.create(stream, INFO, ttl=60)
+    for n in range(1, 4):
+        writer.write(n, event(n))
+    await writer.end(True)
+    assert await read_all(store, stream, 0) == ([event(n) for n in range(1, 4)], True)  # a reader came
+    await store.aclose()
+    client = Redis.from_url(redis.url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"*{stream}*")]
+        ttls = {key: await client.pttl(key) for key in keys}
+    finally:
+        await client.aclose()
+    # The control: the stream's events and its info are there (a reader's mark too), so every key of it
+    # was looked at; -1 would be a key with no expiry.
+    assert len(keys) >= 2, keys
+    assert all(0 < ttl <= 60_000 for ttl in ttls.values()), ttls
 
 
 @pytest.mark.slow  # a real redis-server: the full run

@@ -87,6 +87,38 @@ async def test_child_of_the_contrib_asgi_span_and_ended_before_it(otel: Otel) ->
     assert ours.end_time <= theirs[0].end_time
 
 
+def the_contrib_span(otel: Otel) -> Any:
+    (theirs,) = [s for s in otel.spans() if s.kind is SpanKind.SERVER and s not in otel.ours()]
+    return theirs
+
+
+@pytest.mark.parametrize("mark", [True, False])
+async def test_a_failed_stream_marks_the_contrib_span_unless_mark_parent_span_is_off(
+    otel: Otel, mark: bool
+) -> None:
+    """The HTTP server span of opentelemetry-instrumentation-asgi around us says 200 OK: a stream that
+    fails after its start marks it ERROR (so the trace list shows the failure), unless the setting is off;
+    our own span says it either way."""
+    inner = wrap(otel) if mark else wrap(otel, mark_parent_span=False)  # the default, and the setting off
+    app = OpenTelemetryMiddleware(inner, tracer_provider=otel.tp, exclude_spans=["send", "receive"])
+    await get(app, "/openai?n=10&fail_at=3")
+    (ours,) = otel.ours()
+    assert ours.status.status_code is StatusCode.ERROR
+    theirs = the_contrib_span(otel)
+    if mark:
+        assert theirs.status.status_code is StatusCode.ERROR
+        assert (theirs.attributes or {})["error.type"] == "RuntimeError"
+    else:
+        assert theirs.status.status_code is StatusCode.UNSET
+        assert "error.type" not in (theirs.attributes or {})
+
+
+async def test_control_a_stream_that_ends_well_leaves_the_contrib_span_unset(otel: Otel) -> None:
+    app = OpenTelemetryMiddleware(wrap(otel), tracer_provider=otel.tp, exclude_spans=["send", "receive"])
+    await get(app, "/openai?n=3")
+    assert the_contrib_span(otel).status.status_code is StatusCode.UNSET
+
+
 async def test_w3c_parent_is_continued(otel: Otel) -> None:
     trace_id = "0af7651916cd43dd8448eb211c80319c"
     async with httpx.AsyncClient(

@@ -22,11 +22,10 @@ from collections.abc import Hashable
 from typing import Any, ClassVar
 
 from ..errors import ErrorInfo
+from ..lines import CR, LF
 from ..sse import Event, encode
 from ..wire import (
     BACKSLASH,
-    CR,
-    LF,
     QUOTE,
     TEXT,
     Delta,
