@@ -21,7 +21,8 @@ from .errors import ErrorInfo
 from .observer import StreamObserver
 from .output_check import OutputCheck
 from .sse import Framer
-from .wire import CR, TEXT, Envelope
+from .lines import CR
+from .wire import TEXT, Envelope
 
 
 class Pipeline:

@@ -8,7 +8,7 @@ from collections.abc import Hashable
 from typing import Any, Final, NamedTuple
 
 from .errors import ErrorInfo
-from .lines import CR as CR  # used here, and still imported from here by the pipeline
+from .lines import CR
 from .sse import Event, Parser
 
 Envelope = tuple[bytes, bytes]
