@@ -58,8 +58,9 @@ OUTPUT_SCHEMA = {
 }
 OUTPUT = {
     "summary": "A plan in three parts \u2014 with \"quotes\", a tab\tand \u00e9t\u00e9 \U0001f600 text.",
-    "steps": [{"title": f"Step {i}: prepare the \u201cdata\u201d", "detail": "Line one\nline two \\ done. " * 3,
-               "minutes": 2.5 * i, "tags": ["setup", "caf\u00e9", f"t{i}"]} for i in range(12)],
+    "steps": [{"title": f"Step {i}: prepare the \u201cdata\u201d",
+               "detail": "Line one\nline two \\ done. " * 3, "minutes": 2.5 * i,
+               "tags": ["setup", "caf\u00e9", f"t{i}"]} for i in range(12)],
     "confidence": 0.82,
 }
 PIECE = 4  # characters per fed piece: about one token
@@ -81,6 +82,10 @@ def _check(pieces: list[str], schema: CompiledSchema | None) -> Callable[[], Non
     return run
 
 
+def _discard(_: object) -> None:
+    pass
+
+
 def _cpu_us(function: Callable[[], None], repeat: int) -> float:
     start = time.process_time()
     for _ in range(repeat):
@@ -96,7 +101,7 @@ def main() -> None:
         pieces = _pieces(text)
         compiled = compile_schema(schema)
         cases = {"syntax only": _check(pieces, None), "with schema": _check(pieces, compiled),
-                 "json.loads once (scale)": lambda text=text: None if json.loads(text) else None}
+                 "json.loads once (scale)": lambda text=text: _discard(json.loads(text))}
         repeat = max(1, 200_000 // len(text))
         best = {label: min(_cpu_us(fn, repeat) for _ in range(ROUNDS)) for label, fn in cases.items()}
         kb = len(text.encode()) / 1000
