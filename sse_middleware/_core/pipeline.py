@@ -18,10 +18,10 @@ from .config import CoreConfig
 from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
 from .dialects.base import Spliced
 from .errors import ErrorInfo
+from .lines import CR
 from .observer import StreamObserver
 from .output_check import OutputCheck
 from .sse import Framer
-from .lines import CR
 from .wire import TEXT, Envelope
 
 

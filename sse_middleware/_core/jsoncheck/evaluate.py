@@ -224,7 +224,7 @@ def _string_run(tracker: Tracker, run: str) -> tuple[int, str] | None:
         alive = [value for value in tracker.candidates if value.startswith(run, start)]
         if not alive:
             reach = max(_common(value, start, run) for value in tracker.candidates)
-            failure = (reach, f"expected {_choices(tracker.candidates)}")
+            failure = (reach, f"expected {_choices(node.enum or ())}")
         tracker.candidates = alive
     if node.max_length is not None and tracker.position > node.max_length:
         index = max(node.max_length - start, 0)
@@ -244,7 +244,7 @@ def _key_run(tracker: Tracker, run: str) -> tuple[int, str] | None:
         return None
     reach = max((_common(name, start, run) for name in tracker.names), default=0)
     tracker.names = None
-    return reach, f"is not an allowed property (allowed: {_choices(tracker.node.names)})"
+    return reach, f"is not allowed (allowed: {_choices(tracker.node.names)})"
 
 
 def _end_message(tracker: Tracker, value: int | float | None, text: str | None) -> str | None:
@@ -252,7 +252,7 @@ def _end_message(tracker: Tracker, value: int | float | None, text: str | None) 
     kind = tracker.kind
     if kind == "string":
         if tracker.candidates is not None and not any(len(v) == tracker.position for v in tracker.candidates):
-            return f"expected {_choices(tracker.candidates or node.enum or ())}"
+            return f"expected {_choices(node.enum or ())}"
         if node.min_length is not None and tracker.position < node.min_length:
             return f"expected at least {node.min_length} characters, got {tracker.position}"
     elif kind == "number" and value is not None:
