@@ -43,6 +43,10 @@ class StreamingSettings:
     """Whether raw exception messages may reach the client. Off: only a generic message and an id."""
     stall_timeout: float = 0.0
     """Seconds of upstream silence that end the stream with a timeout error; 0 = off."""
+    send_timeout: float = 30.0
+    """Seconds a write to the client may take; one that takes longer means the client stopped reading
+    (asleep, out of coverage, a half-open connection): the stream ends as on a disconnect, or a
+    resumable one detaches. 0 = off (then only TCP, often 15 minutes later, lets the app go)."""
     shutdown_grace: float = 5.0
     """Seconds an open stream may take to end once the server shuts down."""
     shutdown_retry_ms: int = 1000

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -47,7 +47,9 @@ class Stream:
     __slots__ = (
         "_forget",
         "_may_listen",
+        "_send_timeout",
         "_trailers",
+        "_write_scope",
         "client_watch",
         "clocks",
         "config",
@@ -61,6 +63,7 @@ class Stream:
         "log",
         "pipe",
         "rec",
+        "sending_since",
         "server_send",
         "settings",
         "timers",
@@ -101,6 +104,9 @@ class Stream:
         self.disconnected = False
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
         self.failure: Exception | None = None  # a write of ours the server refused
+        self._send_timeout = settings.send_timeout  # 0: off
+        self.sending_since = _NEVER  # when the write in flight began (the watcher gives up on it)
+        self._write_scope: anyio.CancelScope | None = None  # a write that client_stuck() may cut
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -144,12 +150,23 @@ class Stream:
             data = log.append(data)
             if self.detached:
                 return
+        timeout = self._send_timeout
+        if timeout:
+            self.sending_since = now
+            self.watcher.want(now + timeout)  # per token: one comparison, the watcher is armed sooner
         try:
-            await self.server_send(_body(data) if message is None else message)
+            if log is None:  # a stuck write here is cut by cancelling the app (client_stuck)
+                await self.server_send(_body(data) if message is None else message)
+            else:
+                await self._send_cuttable(_body(data))
+                if self.detached:
+                    return  # cut: the client stopped reading; the frame is in the log for its resume
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             if not self.client_left(cancel_app=False):
                 raise  # the app hears it, as it would without us
             return
+        finally:
+            self.sending_since = _NEVER
         self.clocks.last_write = now
         if self.rec is not None:
             self.rec.frame(len(data))
@@ -162,7 +179,13 @@ class Stream:
             if merged:
                 await self.deliver(merged, time.monotonic())
             if not self.detached:
-                await self.server_send(message)
+                if self._send_timeout:
+                    self.sending_since = now = time.monotonic()
+                    self.watcher.want(now + self._send_timeout)
+                try:
+                    await self._send_cuttable(message)
+                finally:
+                    self.sending_since = _NEVER
         finally:
             self.gate.release()
 
@@ -226,11 +249,15 @@ class Stream:
             self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
-                await self.server_send({"type": BODY, "body": data, "more_body": not complete})
-                if complete and self._trailers and (self.ending or end.get("exception")):
-                    self._trailers = False  # the app will not send the trailers it declared
-                    trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                    await self.server_send(trailers)
+                with anyio.move_on_after(self._send_timeout or None) as timer:
+                    await self.server_send({"type": BODY, "body": data, "more_body": not complete})
+                    if complete and self._trailers and (self.ending or end.get("exception")):
+                        self._trailers = False  # the app will not send the trailers it declared
+                        trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                        await self.server_send(trailers)
+                if timer.cancelled_caught:
+                    self._say_stuck("its last write")
+                    self.disconnected = True
         finally:
             if log is not None:
                 self.log = None
@@ -261,6 +288,48 @@ class Stream:
             self.rec.end(time.monotonic(), client_disconnected=True)
         life.client_gone()
         return False
+
+    # -- a client that stopped reading -------------------------------------------------------------------
+
+    async def _send_cuttable(self, message: Message) -> None:
+        """A write :meth:`client_stuck` may cut without cancelling the app (a resumable stream's frames,
+        an extension message): the caller then finds the stream detached or ended."""
+        try:
+            with anyio.CancelScope() as self._write_scope:
+                await self.server_send(message)
+        finally:
+            self._write_scope = None
+
+    def stuck_at(self) -> float:
+        """When the write in flight will have taken too long (inf: none in flight, or no timeout)."""
+        since = self.sending_since
+        return since + self._send_timeout if since != _NEVER and not self.disconnected else _NEVER
+
+    def client_stuck(self) -> None:
+        """No write completed within ``send_timeout``: the client is gone for us, though its connection is
+        not. Nothing more is written to it (the cut write may be half on the wire, and the next would
+        only wait again): a resumable stream detaches, its app unaware and producing into the log;
+        otherwise the stream ends as on a disconnect, the app cancelled (it cannot know)."""
+        if self.disconnected or self.life.phase is not Phase.STREAMING:
+            return
+        self._say_stuck("a write")
+        scope = self._write_scope
+        if scope is not None:
+            scope.cancel()
+        self.client_left(cancel_app=True)
+
+    def _say_stuck(self, what: str) -> None:
+        """One log line and a span attribute for a write that took longer than ``send_timeout``. The
+        server closes the connection when the response ends without its last write."""
+        resumable = self.log is not None and not self.log.failed and self.life.phase is Phase.STREAMING
+        logger.info(
+            "the client stopped reading: %s took over send_timeout=%gs; %s",
+            what,
+            self._send_timeout,
+            "detached (the stream goes on into its log)" if resumable else "it is given up",
+        )
+        if self.rec is not None:
+            self.rec.mark("send_timeout")
 
     def detach(self) -> None:
         log = self.log
@@ -361,6 +430,9 @@ class Stream:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await log.close(False)
         self.life.release()
+
+
+_NEVER: Final = math.inf
 
 
 def _body(data: bytes) -> Message:

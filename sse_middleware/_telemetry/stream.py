@@ -48,6 +48,7 @@ class StreamTelemetry:
         "_in_tokens",
         "_last",
         "_mark_parent",
+        "_marks",
         "_model",
         "_operation",
         "_out_tokens",
@@ -87,6 +88,7 @@ class StreamTelemetry:
         self._in_tokens: int | None = None
         self._out_tokens: int | None = None
         self._ended = False
+        self._marks: tuple[str, ...] = ()  # why the middleware gave up on the client, or stopped it
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
@@ -114,6 +116,12 @@ class StreamTelemetry:
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
         self._heartbeats += 1
+
+    def mark(self, what: str) -> None:
+        """A fact about how the stream ended, as ``sse_middleware.<what> = true`` on the span:
+        ``send_timeout`` (the client stopped reading and was given up on; like a disconnect, not an
+        error), ``stopped`` (stopped on purpose, by its chat's ``DELETE``)."""
+        self._marks += (what,)
 
     def response(
         self,
@@ -271,6 +279,7 @@ class StreamTelemetry:
         attrs[sc._NS + "heartbeats"] = self._heartbeats
         attrs[sc._NS + "bytes_out"] = self._bytes
         attrs[sc._NS + "client_disconnected"] = left
+        attrs.update((sc._NS + what, True) for what in self._marks)
         seen: tuple[tuple[str, AttributeValue | None], ...] = (
             (sc.GEN_AI_RESPONSE_ID, self._response_id),
             (sc.GEN_AI_RESPONSE_FINISH_REASONS, self._finish),
