@@ -322,7 +322,7 @@ class Stream:
         """One log line and a span attribute for a write that took longer than ``send_timeout``. The
         server closes the connection when the response ends without its last write."""
         resumable = self.log is not None and not self.log.failed and self.life.phase is Phase.STREAMING
-        logger.info(
+        logger.warning(
             "the client stopped reading: %s took over send_timeout=%gs; %s",
             what,
             self._send_timeout,

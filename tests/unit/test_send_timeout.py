@@ -39,7 +39,7 @@ async def test_a_stuck_write_ends_the_stream_and_cancels_the_app(
     assert wire.bodies == block_at and wire.after_gone == 0  # not one write after the stuck one
     assert not wire.complete
     stuck = [r for r in caplog.records if "send_timeout" in r.getMessage()]
-    assert len(stuck) == 1 and stuck[0].levelno == logging.INFO and stuck[0].exc_info is None
+    assert len(stuck) == 1 and stuck[0].levelno == logging.WARNING and stuck[0].exc_info is None
 
 
 async def test_control_without_a_send_timeout_the_app_is_held() -> None:
