@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from .._core import errors
+from .._core import chat, errors
 from .._core.deadlines import FINALIZE_SECONDS, Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import LIVE, Lifecycle, Phase
@@ -45,6 +45,7 @@ class Stream:
     listener of ours may have to read it."""
 
     __slots__ = (
+        "_chat",
         "_forget",
         "_may_listen",
         "_send_timeout",
@@ -107,6 +108,7 @@ class Stream:
         self._send_timeout = settings.send_timeout  # 0: off
         self.sending_since = _NEVER  # when the write in flight began (the watcher gives up on it)
         self._write_scope: anyio.CancelScope | None = None  # a write that client_stuck() may cut
+        self._chat: tuple[bytes, bytes, bytes] | None = None  # (path, caller, body) until indexed
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -148,6 +150,8 @@ class Stream:
         log = self.log
         if log is not None:
             data = log.append(data)
+            if self._chat is not None:
+                self.index_chat()
             if self.detached:
                 return
         timeout = self._send_timeout
@@ -351,6 +355,34 @@ class Stream:
             if info is None:
                 self.cut = True
             self.ending = info
+            self.life.end()
+
+    # -- the AI SDK's resume: a chat's stream -------------------------------------------------------------
+
+    def chat(self, path: bytes, who: bytes, body: bytes) -> None:
+        """A resumable stream started by a POST to ``path`` with ``body``: once the stream is known to be
+        the AI SDK's UI message stream (hinted at its start, or detected from its first part), the log is
+        indexed by the body's chat id (see :mod:`.._core.chat`); then ``DELETE`` of it stops the stream."""
+        self._chat = (path, who, body)
+        self.index_chat()
+
+    def index_chat(self) -> None:
+        dialect = self.pipe.dialect
+        if dialect.detecting or self._chat is None:
+            return
+        (path, who, body), self._chat = self._chat, None
+        ident = chat.chat_id(body) if dialect.name == "ai-sdk" else None
+        if ident is not None and self.log is not None:
+            self.log.index(chat.chat_key(path, ident, who))
+            self.log.on_stop(self.stop)
+
+    def stop(self) -> None:
+        """Stopped on purpose (its chat's ``DELETE``): the app is cancelled and the stream ends cleanly
+        where it is, its log complete (what was produced is the answer, as after the AI SDK's stop)."""
+        if self.life.phase is Phase.STREAMING:
+            if self.rec is not None:
+                self.rec.mark("stopped")
+            self.watcher.stop()
             self.life.end()
 
     def fail(self, exc: Exception) -> None:
