@@ -69,7 +69,7 @@ class ChatResume:
                 if stream is None or (found is not None and not _same_caller(stream, who, found.info.caller)):
                     return False, _NoContentFor404(send)
                 if found is not None and scope["method"] == "DELETE" and found.end is None:
-                    await owner.store.stop(stream)
+                    await owner.store.stop(stream, key)
         except (StoreError, TimeoutError) as exc:
             owner.rest("unavailable for a chat's resume", exc)
             return False, send

@@ -73,7 +73,9 @@ class MemoryStore(Store):
         self._sweep()
         return self._chats.get(chat)
 
-    async def stop(self, stream: str) -> None:
+    async def stop(self, stream: str, chat: str = "") -> None:
+        if chat and self._chats.get(chat) == stream:
+            del self._chats[chat]
         log = self._logs.get(stream)
         writer = log.writer if log is not None and log.end is None else None
         if writer is not None and writer.on_stop is not None:

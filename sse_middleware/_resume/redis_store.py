@@ -134,10 +134,12 @@ class RedisStore(Store):
         (stream,) = await _execute(pipe)
         return stream.decode("ascii", "replace") if stream else None
 
-    async def stop(self, stream: str) -> None:
+    async def stop(self, stream: str, chat: str = "") -> None:
         """Seen by the producer's flusher at its next sign of life (within TOUCH seconds)."""
         pipe = self.client().pipeline(transaction=False)
         pipe.set(_stop_key(stream), b"1", px=_ALIVE_MS)
+        if chat:
+            pipe.delete(_chat_key(chat))
         await _execute(pipe)
 
     async def aclose(self) -> None:

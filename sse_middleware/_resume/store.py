@@ -123,8 +123,9 @@ class Store(abc.ABC):
         """The stream :meth:`Writer.index` last named for ``chat``, if still kept; raises StoreError."""
         return None
 
-    async def stop(self, stream: str) -> None:  # noqa: B027 - then nothing can be stopped through it
-        """Ask the producer of a live stream, on whichever host, to stop it (its writer's ``on_stop``)."""
+    async def stop(self, stream: str, chat: str = "") -> None:  # noqa: B027 - then nothing stops through it
+        """Ask the producer of a live stream, on whichever host, to stop it (its writer's ``on_stop``);
+        ``chat``'s index no longer names it from now on, though its producer may see the stop later."""
 
     async def aclose(self) -> None:  # noqa: B027 - most stores hold nothing to let go of
         """Let go of connections."""
