@@ -54,6 +54,10 @@ class StreamingSettings:
     """Whether raw exception messages may reach the client. Off: only a generic message and an id."""
     stall_timeout: Seconds = 0.0
     """Seconds of upstream silence that end the stream with a timeout error; 0 = off."""
+    send_timeout: Seconds = 30.0
+    """Seconds a write to the client may take; one that takes longer means the client stopped reading
+    (asleep, out of coverage, a half-open connection): the stream ends as on a disconnect, or a
+    resumable one detaches. 0 = off (then only TCP, often 15 minutes later, lets the app go)."""
     shutdown_grace: Seconds = 5.0
     """Seconds an open stream may take to end once the server shuts down."""
     shutdown_retry_ms: Count = 1000
@@ -168,6 +172,7 @@ class SettingsChanges(TypedDict, total=False):
     json_text_field: str
     error_detail: bool
     stall_timeout: Seconds
+    send_timeout: Seconds
     shutdown_grace: Seconds
     shutdown_retry_ms: Count
     telemetry: bool

@@ -14,6 +14,7 @@ from .._core.resume import Caller
 from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
 from .._types import ASGIApp, Message, Receive, Scope, Send
+from .chat_resume import ChatResume
 from .guards import Guard, validate
 from .responder import Responder
 from .resume import Resumption
@@ -67,12 +68,16 @@ class StreamingMiddleware:
         self.resume = Resumption(
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
+        self.chats = ChatResume(self.resume)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             if await self.resume.answer(scope, receive, send):
                 return  # a resumed stream, answered from its log: the app never sees it
+            answered, send = await self.chats.answer(scope, receive, send)
+            if answered:
+                return  # the AI SDK's resume of a chat's stream (or its stop)
             await Responder(self, scope, receive, send).run(self.app)
         elif kind == "lifespan":
             await self.app(scope, self._lifespan_receive(receive), send)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
-from .._core import headers
+from .._core import chat, headers
 from .._core.deadlines import next_deadline
 from .._core.guarded import GuardedPipeline
 from .._core.jsoncheck.request import DeclaredSchemas, declared_schemas
@@ -168,6 +168,14 @@ class Responder:
             return
         start = {**message, "headers": headers.stream_headers(message.get("headers", ()))}
         self._peek, peek = None, self._peek
+        chat_body = None
+        if (
+            settings.resume
+            and kind == headers.SSE
+            and self.scope.get("method") == "POST"
+            and peek is not None
+        ):
+            chat_body = peek.seen()  # before the telemetry takes the peek: the chat id, for the AI SDK
         if self.scope.get("method") == "HEAD":  # no body will go out: the headers GET would have, no more
             self.life.pass_through()
             await self._send(start)
@@ -222,6 +230,9 @@ class Responder:
             stream.log = await self.mw.resume.open(self.scope, settings, start["headers"], span)
             if stream.log is not None:
                 stream.hide_disconnects()
+                if chat_body:
+                    path = chat.chat_path(self.scope.get("raw_path") or self.scope["path"].encode())
+                    stream.chat(path, self.mw.resume.identity(self.scope), chat_body)
         self.mw.track(self)
         if self.client_watch.gone:
             stream.client_left(cancel_app=False)  # the app heard it before it started: its business

@@ -123,6 +123,26 @@ class Resumption:
         if self.telemetry is not None:
             annotate(scope, {RESUME_UNAVAILABLE: True})
 
+    def identity(self, scope: Scope) -> bytes:
+        """Who the caller of a request is, as streams are bound to it."""
+        return identity(self.caller, scope)
+
+    async def follow(
+        self, scope: Scope, receive: Receive, send: Send, position: Position, found: Found
+    ) -> None:
+        """Replay ``found`` after ``at``, then follow it live until its end (the AI SDK's resume)."""
+        follow = _Follow(self, position, found, send)
+        self._following.add(follow)
+        await follow.run(scope, receive)
+
+    @property
+    def rest_until(self) -> float:
+        """Until when streams skip the store after a failure (monotonic seconds)."""
+        return self._rest_until
+
+    def rest(self, what: str, exc: BaseException) -> None:
+        self._rest(what, exc)
+
     def _rest(self, what: str, exc: BaseException) -> None:
         self._rest_until = time.monotonic() + REST_SECONDS
         self.store.warn(what, exc)

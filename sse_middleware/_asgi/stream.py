@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from .._core import errors
+from .._core import chat, errors
 from .._core.deadlines import FINALIZE_SECONDS, Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import LIVE, Lifecycle, Phase
@@ -46,9 +46,12 @@ class Stream:
     listener of ours may have to read it."""
 
     __slots__ = (
+        "_chat",
         "_forget",
         "_may_listen",
+        "_send_timeout",
         "_trailers",
+        "_write_scope",
         "client_watch",
         "clocks",
         "config",
@@ -63,6 +66,7 @@ class Stream:
         "log",
         "pipe",
         "rec",
+        "sending_since",
         "server_send",
         "settings",
         "timers",
@@ -104,6 +108,10 @@ class Stream:
         self.ending: ErrorInfo | None = None  # why the middleware ends the stream, when it does
         self.failure: Exception | None = None  # a write of ours the server refused
         self.guards: GuardRunner | None = None  # set when the stream has guards
+        self._send_timeout = settings.send_timeout  # 0: off
+        self.sending_since = _NEVER  # when the write in flight began (the watcher gives up on it)
+        self._write_scope: anyio.CancelScope | None = None  # a write that client_stuck() may cut
+        self._chat: tuple[bytes, bytes, bytes] | None = None  # (path, caller, body) until indexed
 
     # -- the per-token path ----------------------------------------------------------------------------
 
@@ -153,14 +161,27 @@ class Stream:
         log = self.log
         if log is not None:
             data = log.append(data)
+            if self._chat is not None:
+                self.index_chat()
             if self.detached:
                 return
+        timeout = self._send_timeout
+        if timeout:
+            self.sending_since = now
+            self.watcher.want(now + timeout)  # per token: one comparison, the watcher is armed sooner
         try:
-            await self.server_send(_body(data) if message is None else message)
+            if log is None:  # a stuck write here is cut by cancelling the app (client_stuck)
+                await self.server_send(_body(data) if message is None else message)
+            else:
+                await self._send_cuttable(_body(data))
+                if self.detached:
+                    return  # cut: the client stopped reading; the frame is in the log for its resume
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             if not self.client_left(cancel_app=False):
                 raise  # the app hears it, as it would without us
             return
+        finally:
+            self.sending_since = _NEVER
         self.clocks.last_write = now
         if self.rec is not None:
             self.rec.frame(len(data))
@@ -173,7 +194,13 @@ class Stream:
             if merged:
                 await self.deliver(merged, time.monotonic())
             if not self.detached:
-                await self.server_send(message)
+                if self._send_timeout:
+                    self.sending_since = now = time.monotonic()
+                    self.watcher.want(now + self._send_timeout)
+                try:
+                    await self._send_cuttable(message)
+                finally:
+                    self.sending_since = _NEVER
         finally:
             self.gate.release()
 
@@ -242,11 +269,15 @@ class Stream:
             self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
-                await self.server_send({"type": BODY, "body": data, "more_body": not complete})
-                if complete and self._trailers and (self.ending or end.get("exception")):
-                    self._trailers = False  # the app will not send the trailers it declared
-                    trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                    await self.server_send(trailers)
+                with anyio.move_on_after(self._send_timeout or None) as timer:
+                    await self.server_send({"type": BODY, "body": data, "more_body": not complete})
+                    if complete and self._trailers and (self.ending or end.get("exception")):
+                        self._trailers = False  # the app will not send the trailers it declared
+                        trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                        await self.server_send(trailers)
+                if timer.cancelled_caught:
+                    self._say_stuck("its last write")
+                    self.disconnected = True
         finally:
             if log is not None:
                 self.log = None
@@ -278,6 +309,48 @@ class Stream:
         life.client_gone()
         return False
 
+    # -- a client that stopped reading -------------------------------------------------------------------
+
+    async def _send_cuttable(self, message: Message) -> None:
+        """A write :meth:`client_stuck` may cut without cancelling the app (a resumable stream's frames,
+        an extension message): the caller then finds the stream detached or ended."""
+        try:
+            with anyio.CancelScope() as self._write_scope:
+                await self.server_send(message)
+        finally:
+            self._write_scope = None
+
+    def stuck_at(self) -> float:
+        """When the write in flight will have taken too long (inf: none in flight, or no timeout)."""
+        since = self.sending_since
+        return since + self._send_timeout if since != _NEVER and not self.disconnected else _NEVER
+
+    def client_stuck(self) -> None:
+        """No write completed within ``send_timeout``: the client is gone for us, though its connection is
+        not. Nothing more is written to it (the cut write may be half on the wire, and the next would
+        only wait again): a resumable stream detaches, its app unaware and producing into the log;
+        otherwise the stream ends as on a disconnect, the app cancelled (it cannot know)."""
+        if self.disconnected or self.life.phase is not Phase.STREAMING:
+            return
+        self._say_stuck("a write")
+        scope = self._write_scope
+        if scope is not None:
+            scope.cancel()
+        self.client_left(cancel_app=True)
+
+    def _say_stuck(self, what: str) -> None:
+        """One log line and a span attribute for a write that took longer than ``send_timeout``. The
+        server closes the connection when the response ends without its last write."""
+        resumable = self.log is not None and not self.log.failed and self.life.phase is Phase.STREAMING
+        logger.warning(
+            "the client stopped reading: %s took over send_timeout=%gs; %s",
+            what,
+            self._send_timeout,
+            "detached (the stream goes on into its log)" if resumable else "it is given up",
+        )
+        if self.rec is not None:
+            self.rec.mark("send_timeout")
+
     def detach(self) -> None:
         log = self.log
         if log is None:
@@ -298,6 +371,34 @@ class Stream:
             if info is None:
                 self.cut = True
             self.ending = info
+            self.life.end()
+
+    # -- the AI SDK's resume: a chat's stream -------------------------------------------------------------
+
+    def chat(self, path: bytes, who: bytes, body: bytes) -> None:
+        """A resumable stream started by a POST to ``path`` with ``body``: once the stream is known to be
+        the AI SDK's UI message stream (hinted at its start, or detected from its first part), the log is
+        indexed by the body's chat id (see :mod:`.._core.chat`); then ``DELETE`` of it stops the stream."""
+        self._chat = (path, who, body)
+        self.index_chat()
+
+    def index_chat(self) -> None:
+        dialect = self.pipe.dialect
+        if dialect.detecting or self._chat is None:
+            return
+        (path, who, body), self._chat = self._chat, None
+        ident = chat.chat_id(body) if dialect.name == "ai-sdk" else None
+        if ident is not None and self.log is not None:
+            self.log.index(chat.chat_key(path, ident, who))
+            self.log.on_stop(self.stop)
+
+    def stop(self) -> None:
+        """Stopped on purpose (its chat's ``DELETE``): the app is cancelled and the stream ends cleanly
+        where it is, its log complete (what was produced is the answer, as after the AI SDK's stop)."""
+        if self.life.phase is Phase.STREAMING:
+            if self.rec is not None:
+                self.rec.mark("stopped")
+            self.watcher.stop()
             self.life.end()
 
     def fail(self, exc: Exception) -> None:
@@ -389,6 +490,9 @@ class Stream:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await log.close(False)
         self.life.release()
+
+
+_NEVER: Final = math.inf
 
 
 def _body(data: bytes) -> Message:

@@ -48,7 +48,7 @@ class StreamTimers:
         return math.inf
 
     def _next(self, stream: Stream) -> float:
-        deadline = next_deadline(stream.config, stream.pipe, stream.clocks)
+        deadline = min(next_deadline(stream.config, stream.pipe, stream.clocks), stream.stuck_at())
         return min(deadline, self._abandoned_at()) if stream.detached else deadline
 
     async def wake(self, now: float) -> float:
@@ -64,6 +64,9 @@ class StreamTimers:
             return math.inf
         if self._handover:
             await self._hand_over(now)
+        if now >= stream.stuck_at():  # the app's write in flight took too long: the client stopped reading
+            stream.client_stuck()
+            return clocks.stop_at if life.phase is not Phase.STREAMING else self._next(stream)
         what = due(stream.config, stream.pipe, clocks, now)
         if what is Due.HARD_STOP:
             life.hard_stop()
@@ -105,9 +108,12 @@ class StreamTimers:
             frame = b"".join(stream.pipe.tick(now)) if flush else comment(stream.settings.heartbeat_comment)
             if not frame:
                 return
-            # A client that stopped reading may hold this write: bounded by the shutdown (drain() moves
-            # it), so that the watcher is free to end the stream when the grace is over.
-            with anyio.CancelScope(deadline=scope_time(stream.clocks.shutdown_at)) as self._due_write:
+            # A client that stopped reading may hold this write: bounded by send_timeout and by the
+            # shutdown (drain() moves it), so that the watcher is free to end the stream in time.
+            timeout = stream.settings.send_timeout
+            stuck_at = now + timeout if timeout else math.inf
+            deadline = min(stuck_at, stream.clocks.shutdown_at)
+            with anyio.CancelScope(deadline=scope_time(deadline)) as self._due_write:
                 try:
                     if flush:
                         await stream.deliver(frame, now)
@@ -121,7 +127,9 @@ class StreamTimers:
                     stream.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
                 except Exception as exc:  # the server refused our write: the stream failed, not the app
                     stream.fail(exc)
-            self._due_write = None
+            cut, self._due_write = self._due_write, None
+            if cut.cancelled_caught and time.monotonic() >= stuck_at:
+                stream.client_stuck()
         finally:
             gate.release()
 
@@ -135,7 +143,7 @@ class StreamTimers:
         stream = self.stream
         stream.clocks.shutdown(time.monotonic() + grace)
         if self._due_write is not None:
-            self._due_write.deadline = scope_time(stream.clocks.shutdown_at)
+            self._due_write.deadline = min(self._due_write.deadline, scope_time(stream.clocks.shutdown_at))
         if stream.log is not None and not stream.detached:
             self._handover = True
             stream.watcher.want(-math.inf)
@@ -150,12 +158,15 @@ class StreamTimers:
         try:
             if stream.detached or stream.disconnected:
                 return
-            merged = b"".join(stream.pipe.flush())
-            if merged:
-                await stream.deliver(merged, now)
-            if not stream.disconnected:
-                hint = retry_only(stream.settings.shutdown_retry_ms)
-                await stream.server_send({"type": BODY, "body": hint, "more_body": False})
+            with anyio.move_on_after(stream.settings.send_timeout or None) as timer:
+                merged = b"".join(stream.pipe.flush())
+                if merged:
+                    await stream.deliver(merged, now)
+                if not stream.disconnected:
+                    hint = retry_only(stream.settings.shutdown_retry_ms)
+                    await stream.server_send({"type": BODY, "body": hint, "more_body": False})
+            if timer.cancelled_caught:
+                stream.client_stuck()  # detaches: the client resumes elsewhere, if it ever reads again
         except OSError:
             pass
         finally:

@@ -50,6 +50,15 @@ class StreamLog:
         self.on_change: Callable[[], None] | None = None
         writer.on_watch = self._watch_changed
 
+    def index(self, chat: str) -> None:
+        """This log is the latest stream of ``chat`` (a chat key), for the AI SDK's resume."""
+        if not self._writer.failed:
+            self._writer.index(chat)
+
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """Call ``stop`` (once) when someone asks, through the store, to stop this stream."""
+        self._writer.on_stop = stop
+
     def append(self, frame: bytes) -> bytes:
         return self._tagger.feed(frame)
 

@@ -26,7 +26,7 @@ _READ_BATCH = 256  # events per read: a long replay goes out in pieces, not as o
 
 
 class _Log:
-    __slots__ = ("end", "entries", "first", "info", "last", "readers", "size", "wake", "writer")
+    __slots__ = ("chat", "end", "entries", "first", "info", "last", "readers", "size", "wake", "writer")
 
     def __init__(self, info: StreamInfo) -> None:
         self.info = info
@@ -38,6 +38,7 @@ class _Log:
         self.readers = 0
         self.wake: anyio.Event | None = None  # made by a waiting reader, set by the next write
         self.writer: MemoryWriter | None = None
+        self.chat = ""  # the chat this log answers (MemoryWriter.index), if any
 
     def notify(self) -> None:
         if self.wake is not None:
@@ -51,6 +52,7 @@ class MemoryStore(Store):
         self.size = 0  # bytes held by all logs, with the per-event overhead
         self._logs: dict[str, _Log] = {}
         self._expiry: list[tuple[float, str]] = []  # (when, stream) of ended logs, a heap
+        self._chats: dict[str, str] = {}  # chat key -> its latest stream
 
     async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
         self._sweep()
@@ -67,6 +69,18 @@ class MemoryStore(Store):
             return None
         return Found(log.info, log.first, log.last, log.end)
 
+    async def chat_stream(self, chat: str) -> str | None:
+        self._sweep()
+        return self._chats.get(chat)
+
+    async def stop(self, stream: str, chat: str = "") -> None:
+        if chat and self._chats.get(chat) == stream:
+            del self._chats[chat]
+        log = self._logs.get(stream)
+        writer = log.writer if log is not None and log.end is None else None
+        if writer is not None and writer.on_stop is not None:
+            writer.on_stop()
+
     def reader(self, stream: str, after: int) -> Reader:
         log = self._logs.get(stream)
         if log is None:
@@ -80,6 +94,8 @@ class MemoryStore(Store):
             _, stream = heapq.heappop(self._expiry)
             log = self._logs.pop(stream, None)
             if log is not None:
+                if log.chat and self._chats.get(log.chat) == stream:
+                    del self._chats[log.chat]
                 self.size -= log.size
                 log.entries.clear()
                 log.size = 0
@@ -106,6 +122,10 @@ class MemoryWriter(Writer):
         self._store.size += cost
         if log.wake is not None:
             log.notify()
+
+    def index(self, chat: str) -> None:
+        self._log.chat = chat
+        self._store._chats[chat] = self._stream
 
     def trim(self, first: int) -> None:
         log = self._log

@@ -48,6 +48,16 @@ _READ_BATCHES: Final = 64
 _flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
+def _chat_key(chat: str) -> str:
+    """A chat's index: the id of its latest stream, kept as long as that stream's keys (a tag of its own:
+    it is read alone, before the stream is known)."""
+    return f"sse_middleware:chat:{{{chat}}}"
+
+
+def _stop_key(stream: str) -> str:
+    return f"sse_middleware:{{{stream}}}:stop"
+
+
 def _keys(stream: str) -> tuple[str, str, str, str]:
     base = f"sse_middleware:{{{stream}}}"
     return base, base + ":info", base + ":writer", base + ":readers"
@@ -112,6 +122,20 @@ class RedisStore(Store):
     def reader(self, stream: str, after: int) -> Reader:
         return RedisReader(self.client(), stream, after)
 
+    async def chat_stream(self, chat: str) -> str | None:
+        pipe = self.client().pipeline(transaction=False)
+        pipe.get(_chat_key(chat))
+        (stream,) = await _execute(pipe)
+        return stream.decode("ascii", "replace") if stream else None
+
+    async def stop(self, stream: str, chat: str = "") -> None:
+        """Seen by the producer's flusher at its next sign of life (within TOUCH seconds)."""
+        pipe = self.client().pipeline(transaction=False)
+        pipe.set(_stop_key(stream), b"1", px=_ALIVE_MS)
+        if chat:
+            pipe.delete(_chat_key(chat))
+        await _execute(pipe)
+
     async def aclose(self) -> None:
         try:
             loop = asyncio.get_running_loop()
@@ -126,6 +150,9 @@ class RedisWriter(Writer):
     def __init__(self, client: Client, stream: str, ttl: float, store: RedisStore) -> None:
         self._client = client
         self._keys = _keys(stream)
+        self._stream = stream
+        self._chat = ""  # the chat index key this log answers, once index() names one
+        self._chat_written = True
         self._ttl_ms = max(1, int(ttl * 1000))
         self._store = store
         self._pending: collections.deque[bytes] = collections.deque()
@@ -143,6 +170,12 @@ class RedisWriter(Writer):
     def write(self, seq: int, data: bytes) -> None:
         self._pending.append(data)
         self._last = seq
+        if not self._woken:
+            self._woken = True
+            self._wake.set()
+
+    def index(self, chat: str) -> None:
+        self._chat, self._chat_written = _chat_key(chat), False
         if not self._woken:
             self._woken = True
             self._wake.set()
@@ -195,6 +228,9 @@ class RedisWriter(Writer):
             self._first_sent = self._first
             pipe.xtrim(key, minid=f"{self._first}-0", approximate=False)
             pipe.hset(info_key, "f", self._first)
+        if not self._chat_written:
+            self._chat_written = True
+            pipe.set(self._chat, self._stream, px=_live_ms(self._ttl_ms / 1000))
         now = time.monotonic()
         touch = final or now - self._touched_at >= TOUCH / 2  # signs of life: not with every batch
         if final:
@@ -207,11 +243,17 @@ class RedisWriter(Writer):
             expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
             pipe.pexpire(key, expire_ms)
             pipe.pexpire(info_key, expire_ms)
+            if self._chat:
+                pipe.pexpire(self._chat, expire_ms)
+            pipe.exists(_stop_key(self._stream))
             pipe.exists(readers_key)
         results = await _execute(pipe)
         self._store.recovered()
         if not touch:
             return
+        if results[-2] and not final and self.on_stop is not None:
+            on_stop, self.on_stop = self.on_stop, None
+            on_stop()
         watched = bool(results[-1])
         if watched != self.watched:
             self.watched = watched

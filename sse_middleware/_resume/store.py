@@ -53,6 +53,7 @@ class Writer(abc.ABC):
     failed = False  # the store failed mid-stream: nothing more is written, the log stays unknown
     watched = False  # a reader follows this log now (as far as the store knows)
     on_watch: Callable[[], None] | None = None  # called when ``watched`` changes
+    on_stop: Callable[[], None] | None = None  # called once someone asked, through the store, to stop it
 
     @abc.abstractmethod
     def write(self, seq: int, data: bytes) -> None:
@@ -65,6 +66,10 @@ class Writer(abc.ABC):
     @abc.abstractmethod
     async def end(self, complete: bool) -> None:
         """Write what is pending and the end marker; the log is kept ``ttl`` seconds from now."""
+
+    def index(self, chat: str) -> None:  # noqa: B027 - a store without a chat index finds no chat
+        """Name this log as the latest stream of ``chat`` (a :func:`~.._core.chat.chat_key`), for as long
+        as the log is kept. Synchronous and cheap, like ``write``."""
 
 
 class Reader(abc.ABC):
@@ -114,6 +119,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def reader(self, stream: str, after: int) -> Reader:
         """Read the log from position ``after + 1`` (the client has everything up to ``after``)."""
+
+    async def chat_stream(self, chat: str) -> str | None:
+        """The stream :meth:`Writer.index` last named for ``chat``, if still kept; raises StoreError."""
+        return None
+
+    async def stop(self, stream: str, chat: str = "") -> None:  # noqa: B027 - then nothing stops through it
+        """Ask the producer of a live stream, on whichever host, to stop it (its writer's ``on_stop``);
+        ``chat``'s index no longer names it from now on, though its producer may see the stop later."""
 
     async def aclose(self) -> None:  # noqa: B027 - most stores hold nothing to let go of
         """Let go of connections."""

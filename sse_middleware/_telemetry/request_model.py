@@ -180,6 +180,11 @@ class BodyPeek:
         except ValueError:
             return None
 
+    def seen(self) -> bytes:
+        """The body seen so far (a prefix, if it was longer than the bound), kept as it is."""
+        chunks = self._chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     def model(self) -> str | None:
         """:func:`request_model` of the body seen so far; nothing is kept after this."""
         chunks, complete = self._chunks, self._complete

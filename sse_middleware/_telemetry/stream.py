@@ -148,6 +148,12 @@ class StreamTelemetry:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
         self._heartbeats += 1
 
+    def mark(self, what: str) -> None:
+        """A fact about how the stream ended, as ``sse_middleware.<what> = true`` on the span:
+        ``send_timeout`` (the client stopped reading and was given up on; like a disconnect, not an
+        error), ``stopped`` (stopped on purpose, by its chat's ``DELETE``)."""
+        self.note(sc._NS + what, True)
+
     def response(
         self,
         *,

@@ -1,0 +1,109 @@
+"""The Vercel AI SDK's own resume: ``GET <chat route>/<chatId>/stream``, answered without the app.
+
+``useChat({ resume: true })`` sends it when a page mounts, with no ``Last-Event-ID``. With ``resume`` on,
+a resumable AI SDK stream started by a POST whose JSON body has an ``id`` is indexed by that chat (see
+:mod:`.._core.chat`: bound to its caller). Then, for the same caller:
+
+- ``GET``: while the chat's stream is being generated, ``200`` with the UI message stream headers, the
+  stream from its first part, then live until its end (the SDK's transport treats a resume as a replay:
+  it resets the message at the first ``start`` part). Once the stream's end marker is in the log,
+  ``204``: the SDK's own flow has the finished message already (its ``onFinish`` persisted it), and a
+  replay would show it twice. ``204`` too when the log no longer holds the stream's first part.
+- ``DELETE``: stops the chat's live stream, on whichever host produces it (the app is cancelled, the
+  stream ends cleanly, later ``GET``s answer ``204``); ``204`` either way. The SDK's ``stop()`` only
+  aborts its fetch, which a resumable stream outlives: send this ``DELETE`` beside it.
+
+When no chat of this caller is known here, the request goes to the app as if we were not there (an
+app's own resume route keeps working), except that a ``404`` from the app (no such route) becomes
+``204``: the SDK throws on any other non-2xx, so a page that mounts with ``resume: true`` on a new chat
+would show an error for a stream that simply does not exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import MutableMapping
+from typing import Any, Final
+
+import anyio
+
+from .._core import chat
+from .._core.resume import Position
+from .._core.resume import same_caller as _same_caller
+from .._resume.store import StoreError
+from .._types import Message, Send
+from .resume import STORE_SECONDS, Resumption
+
+_METHODS: Final = frozenset(("GET", "DELETE"))
+_UI_HEADER: Final = (b"x-vercel-ai-ui-message-stream", b"v1")
+_SSE: Final = (b"content-type", b"text/event-stream")
+NO_CONTENT: Final[Message] = {"type": "http.response.start", "status": 204, "headers": []}
+_EMPTY: Final[Message] = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+class ChatResume:
+    """Per middleware, beside :class:`~.resume.Resumption` (its store, caller binding and telemetry)."""
+
+    def __init__(self, resumption: Resumption) -> None:
+        self._resumption = resumption
+        self._on = resumption.settings.resume
+
+    async def answer(self, scope: MutableMapping[str, Any], receive: Any, send: Send) -> tuple[bool, Send]:
+        """(True, _) when answered here; else (False, the send the app's response should go through)."""
+        if not self._on or scope.get("method") not in _METHODS:
+            return False, send
+        raw = scope.get("raw_path") or scope.get("path", "").encode("utf-8", "surrogateescape")
+        named = chat.stream_request(raw)
+        if named is None:
+            return False, send
+        owner = self._resumption
+        who = owner.identity(scope)
+        key = chat.chat_key(*named, who)
+        if time.monotonic() < owner.rest_until:
+            return False, send
+        try:
+            with anyio.fail_after(STORE_SECONDS):
+                stream = await owner.store.chat_stream(key)
+                found = await owner.store.find(stream) if stream is not None else None
+                if stream is None or (found is not None and not _same_caller(stream, who, found.info.caller)):
+                    return False, _NoContentFor404(send)
+                if found is not None and scope["method"] == "DELETE" and found.end is None:
+                    await owner.store.stop(stream, key)
+        except (StoreError, TimeoutError) as exc:
+            owner.rest("unavailable for a chat's resume", exc)
+            return False, send
+        if scope["method"] == "GET" and found is not None and found.end is None and found.first <= 1:
+            headers = _ui_headers(found.info.headers)
+            found = dataclasses.replace(found, info=dataclasses.replace(found.info, headers=headers))
+            await owner.follow(scope, receive, send, Position(stream, 0), found)
+            return True, send
+        await send(NO_CONTENT)  # stopped, finished, expired, or its first parts no longer kept
+        await send(_EMPTY)
+        return True, send
+
+
+def _ui_headers(headers: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple[bytes, bytes], ...]:
+    names = {name.lower() for name, _ in headers}
+    extra = [h for h in (_SSE, _UI_HEADER) if h[0] not in names]
+    return (*headers, *extra)
+
+
+class _NoContentFor404:
+    """The app's answer to a chat resume we know nothing of, but a ``404`` is ``204`` (see above)."""
+
+    __slots__ = ("_replaced", "_send")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._replaced = False
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start" and message.get("status") == 404:
+            self._replaced = True
+            await self._send(NO_CONTENT)
+        elif not self._replaced:
+            await self._send(message)
+        elif kind == "http.response.body" and not message.get("more_body", False):
+            await self._send(_EMPTY)

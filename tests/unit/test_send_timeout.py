@@ -1,0 +1,130 @@
+"""``send_timeout`` at the raw ASGI level, on asyncio and trio: a server ``send`` that blocks forever (a
+client that stopped reading) ends the stream as a disconnect would, the app cancelled and its cleanup
+run, with nothing written after the stuck write; a resumable stream detaches instead, its app goes on
+into the log, and a resume with ``Last-Event-ID`` gets the rest. Each against its control:
+``send_timeout=0`` keeps the app held for as long as the test waits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.trace import StatusCode
+
+from sse_middleware import StreamingMiddleware, StreamingSettings
+from sse_middleware._core.sse import Parser
+
+from ..support.harness import Message, Script, Wire, body, mw, run_for, scope, start
+from ..support.otel import Otel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
+
+TIMEOUT = 0.3
+HELD = 2.0  # how long a control is watched: several times the timeout
+
+
+@pytest.mark.parametrize("block_at", [3, 1], ids=["app-write", "first-write"])
+@pytest.mark.parametrize("heartbeat", [0.0, 0.05], ids=["no-heartbeat", "heartbeat"])
+async def test_a_stuck_write_ends_the_stream_and_cancels_the_app(
+    block_at: int, heartbeat: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Heartbeats on or off (then the timeout is the watcher's only deadline); stuck at the first body
+    or a later one. The app is an endless writer: only the middleware can end it."""
+    app, wire = Script(endless=True, every=0.01), Wire(block_at=block_at)
+    caplog.set_level(logging.INFO, logger="sse_middleware")
+    held = await run_for(HELD + 3, mw(app, send_timeout=TIMEOUT, heartbeat_interval=heartbeat), wire)
+    assert not held and app.finished and app.failed is None  # cancelled (its finally ran), no error
+    assert wire.bodies == block_at and wire.after_gone == 0  # not one write after the stuck one
+    assert not wire.complete
+    stuck = [r for r in caplog.records if "send_timeout" in r.getMessage()]
+    assert len(stuck) == 1 and stuck[0].levelno == logging.WARNING and stuck[0].exc_info is None
+
+
+async def test_control_without_a_send_timeout_the_app_is_held() -> None:
+    app, wire = Script(endless=True, every=0.01), Wire(block_at=3)
+    assert await run_for(HELD, mw(app, send_timeout=0), wire)  # still running when the test gave up
+
+
+async def test_a_slow_write_within_the_timeout_is_not_cut() -> None:
+    """Every write takes a while (a slow reader), each shorter than the timeout, the stream far longer:
+    nothing is cut, every byte arrives (control of the per-write measure: the stream as a whole takes
+    several times the timeout)."""
+
+    class Slow(Wire):
+        async def send(self, message: Message) -> None:
+            if message["type"] == "http.response.body":
+                await anyio.sleep(TIMEOUT / 3)
+            await super().send(message)
+
+    steps = tuple(b"data: %d\n\n" % i for i in range(12))
+    app, wire = Script(steps), Slow()
+    assert not await run_for(10, mw(app, send_timeout=TIMEOUT, coalesce=False), wire)
+    assert [e.data for e in wire.events()] == [str(i) for i in range(12)] and wire.complete
+
+
+async def test_a_stuck_final_write_is_given_up_and_the_app_runs_on() -> None:
+    """The app's own last body: the write is cut, the app is not cancelled (its background work after
+    the response runs, as after a disconnect)."""
+    after: list[str] = []
+
+    async def app(scope_: Any, receive: Any, send: Any) -> None:
+        await send(start())
+        await send(body(b"data: a\n\n"))
+        await send(body(b"", more=False))
+        await anyio.sleep(0.05)
+        after.append("background work")
+
+    wire = Wire(block_at=2)
+    assert not await run_for(TIMEOUT + 3, mw(app, send_timeout=TIMEOUT), wire)
+    assert after == ["background work"] and wire.bodies == 2
+
+
+# -- resumable: the stream detaches, the app goes on into the log --------------------------------------
+
+
+async def test_a_resumable_stream_whose_client_is_stuck_detaches_and_resumes() -> None:
+    events = [b"data: %d\n\n" % i for i in range(20)]
+    app = Script(tuple(x for e in events for x in (e, 0.02)))
+    middleware = mw(app, send_timeout=TIMEOUT, resume=True, heartbeat_interval=0, coalesce=False)
+    wire = Wire(block_at=4)
+    assert not await run_for(10, middleware, wire)
+    assert app.finished and app.failed is None and wire.bodies == 4  # the app ran to its end
+    got = wire.events()
+    assert [e.data for e in got] == ["0", "1", "2"] and got[-1].id is not None
+    # The client reads again: a resume from the last event it got brings the rest, and the end.
+    again = Wire()
+    resume_scope = scope(headers=[(b"host", b"t"), (b"last-event-id", got[-1].id.encode())])
+    with anyio.fail_after(5):
+        await middleware(resume_scope, again.receive, again.send)
+    assert again.starts[0]["status"] == 200 and again.complete
+    assert [e.data for e in Parser().feed(again.data)] == [str(i) for i in range(3, 20)]
+
+
+async def test_control_a_resumable_stream_without_the_timeout_stays_stuck() -> None:
+    app = Script(tuple(x for i in range(20) for x in (b"data: %d\n\n" % i, 0.02)))
+    wire = Wire(block_at=4)
+    assert await run_for(HELD, mw(app, send_timeout=0, resume=True, coalesce=False), wire)
+    assert wire.messages[-1]["body"].startswith(b"data: 2\n")  # held at the stuck write
+
+
+async def test_the_span_says_send_timeout_and_no_error(otel: Otel) -> None:
+    """Like a disconnect: ``client_disconnected`` and ``send_timeout`` on the span, status unset (a
+    sleeping laptop is no server error). Control: the same stream whose client reads has neither."""
+    for block_at in (3, None):
+        settings = StreamingSettings(send_timeout=TIMEOUT, heartbeat_interval=0)
+        app = StreamingMiddleware(
+            Script(endless=block_at is not None, steps=(b"data: x\n\n",) * 4),
+            settings,
+            tracer_provider=otel.tp,
+            meter_provider=otel.mp,
+        )
+        assert not await run_for(5, app, Wire(block_at=block_at))
+    stuck, fine = otel.ours()
+    assert stuck.attributes is not None and fine.attributes is not None
+    assert stuck.attributes["sse_middleware.send_timeout"] is True
+    assert stuck.attributes["sse_middleware.client_disconnected"] is True
+    assert stuck.status.status_code is StatusCode.UNSET and "error.type" not in stuck.attributes
+    assert "sse_middleware.send_timeout" not in fine.attributes  # the control
+    assert fine.attributes["sse_middleware.client_disconnected"] is False
