@@ -96,7 +96,7 @@ class Coalescer(Generic[K, E]):
         self._seen = 0.0
         # The stream's pace: an EWMA of its gaps shorter than max_delay (a longer one is a pause, which
         # the leading edge answers, not a rate), sampled when text finds the buffer empty.
-        self._gap = 0.0
+        self._gap = -1.0  # none yet
         self._arrived = 0.0  # arrival of the newest text that is no longer buffered
         self._direct = max_delay * DIRECT_FRACTION
         self._states: dict[K, MarkdownState] = {}
@@ -141,8 +141,8 @@ class Coalescer(Generic[K, E]):
             # The stream's pace, sampled where text finds the buffer empty (text added to a held buffer
             # costs nothing here): the gap since the last text that came.
             gap = now - self._arrived
-            if gap < self._delay:
-                self._gap += (gap - self._gap) * _GAP_WEIGHT
+            if gap < self._delay:  # the first gap is the estimate: a short stream has few to learn from
+                self._gap = gap if self._gap < 0.0 else self._gap + (gap - self._gap) * _GAP_WEIGHT
             if self._gap > self._direct:
                 self._seen = self._last = self._arrived = now
                 self._state.advance(text)

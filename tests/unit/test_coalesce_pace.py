@@ -77,3 +77,11 @@ def test_every_character_still_goes_out_within_max_delay_as_the_pace_changes() -
     # a piece carries the envelope of its first character: each envelope went out by its deadline
     for envelope, at in sent_at.items():
         assert at - arrivals[envelope] <= D, envelope
+
+
+def test_a_short_slow_stream_is_sent_as_it_comes_from_its_first_gap() -> None:
+    """A stream has no history: its first gap is the estimate, so a short slow answer is not held."""
+    c: Coalescer[str, int] = Coalescer(D, 4096)
+    got = _drive(c, [i * SLOW for i in range(6)])
+    assert [pieces for pieces, _ in got] == [[(i, f"t{i} ")] for i in range(6)]
+    assert all(due is None for _, due in got)
