@@ -25,7 +25,7 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {
         "events": 10_000,
         "inproc_reps": 3,
-        "rates": [100.0, 1000.0],
+        "rates": [25.0, 100.0, 1000.0],
         "aggregate": 5000.0,
         "duration": 2.5,
         "server_reps": 1,
@@ -98,13 +98,10 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
     result["inproc_detail"] = ip
     foreign["inproc"] = round(window.cores(), 3)
 
-    server_names = ["raw", "middleware"] if has_mw else ["raw"]
+    # pass-through beside coalesced at every rate, in both modes: the coalescing goals are ratios to both
+    server_names = ["raw", "middleware", "middleware_passthrough"] if has_mw else ["raw"]
     if mode == "full":
-        server_names += [
-            n
-            for n in ("middleware_passthrough", "sse_starlette", "fastapi_native", "otel_asgi")
-            if n not in missing
-        ]
+        server_names += [n for n in ("sse_starlette", "fastapi_native", "otel_asgi") if n not in missing]
     log(f"through uvicorn: {', '.join(server_names)}")
     window = start("server")
     with server.uvicorn_server(server_names) as (pid, port):

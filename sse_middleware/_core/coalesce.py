@@ -12,6 +12,10 @@ reader time, so the rules are, in order of precedence:
   best safe cut point (see :func:`markdown.best_cut`) at or after them, so frames end on block, line,
   sentence or word boundaries whenever the buffer offers one. The remainder's deadline is its own oldest
   arrival.
+* Hold only when it pays: while the stream's own recent gaps (an EWMA) are longer than
+  :data:`DIRECT_FRACTION` of ``max_delay``, a delta that finds the buffer empty goes out at once, as the
+  leading edge does, and no deadline is set: at that rate a window would merge under two tokens a frame
+  and cost a timer and a cut for each. As the gaps shorten the buffer holds again.
 * Size: at ``max_bytes`` (UTF-8, counted per piece) the best safe cut in the buffer's second half goes
   out now, so memory stays bounded by ``max_bytes`` plus one piece.
 
@@ -35,6 +39,10 @@ E = TypeVar("E")
 _text_of = itemgetter(0)  # a buffered part's text (in C: the buffer is joined without a Python loop)
 _MAX_STATES = 32  # markdown contexts kept per stream (one per merge key: content block, choice)
 EARLY_FRACTION = 0.25  # of max_delay: how close to its deadline buffered text may go out with a send
+# Of max_delay: above this mean gap a window merges under two tokens a frame, which costs more (a cut, a
+# timer wake) than the write it saves, so text is sent as it comes.
+DIRECT_FRACTION = 0.5
+_GAP_WEIGHT = 0.25  # of the newest gap in the EWMA: a few gaps of a new rate move it across the line
 
 
 def _utf8_len(text: str) -> int:
@@ -50,10 +58,13 @@ class Coalescer(Generic[K, E]):
     """
 
     __slots__ = (
+        "_arrived",
         "_bytes",
         "_delay",
+        "_direct",
         "_due",
         "_early",
+        "_gap",
         "_grace",
         "_key",
         "_last",
@@ -85,6 +96,11 @@ class Coalescer(Generic[K, E]):
         # Latest clock reading but the arrival of the last buffered piece (flush() takes the later of
         # the two; it is not given a clock), so that buffering a piece needs no store here.
         self._seen = 0.0
+        # The stream's pace: an EWMA of its gaps shorter than max_delay (a longer one is a pause, which
+        # the leading edge answers, not a rate), sampled when text finds the buffer empty.
+        self._gap = -1.0  # none yet
+        self._arrived = 0.0  # arrival of the newest text that is no longer buffered
+        self._direct = max_delay * DIRECT_FRACTION
         self._states: dict[K, MarkdownState] = {}
         self._state = MarkdownState()
 
@@ -121,7 +137,16 @@ class Coalescer(Generic[K, E]):
         else:
             last = self._last
             if last is None or now - last >= self._delay:
-                self._seen = self._last = now
+                self._seen = self._last = self._arrived = now
+                self._state.advance(text)
+                return [(envelope, text)]
+            # The stream's pace, sampled where text finds the buffer empty (text added to a held buffer
+            # costs nothing here): the gap since the last text that came.
+            gap = now - self._arrived
+            if gap < self._delay:  # the first gap is the estimate: a short stream has few to learn from
+                self._gap = gap if self._gap < 0.0 else self._gap + (gap - self._gap) * _GAP_WEIGHT
+            if self._gap > self._direct:
+                self._seen = self._last = self._arrived = now
                 self._state.advance(text)
                 return [(envelope, text)]
             self._due = now + self._delay
@@ -212,6 +237,7 @@ class Coalescer(Generic[K, E]):
         envelope = parts[0][2]
         if cut < 0 or cut >= len(text):
             piece = text
+            self._arrived = parts[-1][1]
             parts.clear()
             self._bytes = 0
         else:
