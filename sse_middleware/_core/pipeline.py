@@ -76,7 +76,11 @@ class Pipeline:
                 if merging is None:
                     return [body]
                 pieces = merging.push(spliced.envelope, text, now)
-                return self._frames(pieces) if pieces else []
+                if not pieces:
+                    return []
+                if len(pieces) == 1 and pieces[0][1] is text:
+                    return [body]  # sent as it came (a slow stream): the app's own bytes, not a rebuild
+                return self._frames(pieces)
             self._lane = None
         framer = self.framer
         if framer is None:  # text/plain or NDJSON

@@ -502,3 +502,17 @@ def test_the_text_dialect_keeps_the_text_per_event_name(
     assert {k: "".join(v) for k, v in per_name.items()} == {
         name: "".join(e.data for e in events if e.event == name) for name in {e.event for e in events}
     }
+
+
+def test_a_slow_streams_deltas_go_out_as_the_apps_own_bytes() -> None:
+    """At 25 tok/s the coalescer sends each delta as it came: the frame is the app's body object itself
+    (so the shell forwards the app's own message), not a rebuild of it. Control: at 1,000 tok/s the
+    deltas merge into rebuilt frames."""
+    bodies = [openai_chunk(t).encode() for t in ("Hel", "lo", " wor", "ld", "!", " Bye", " now")]
+    for gap, same in ((0.04, True), (0.001, False)):
+        pipe, now, out = Pipeline("sse", StreamingSettings().core(), None), 100.0, []
+        for body in bodies:
+            now += gap
+            out.append((body, pipe.feed(body, now)))
+        later = out[3:]  # past the first gaps that teach the coalescer the pace
+        assert all(len(got) == 1 and got[0] is body for body, got in later) is same
