@@ -61,6 +61,7 @@ class _Part:
 
 
 _DATA_KEY: Final = object()  # the one part of a stream whose events are data units
+_PLAIN_KEY: Final = object()  # the one part of a text/plain stream, whose deltas have no key
 
 
 class GuardGate:
@@ -89,7 +90,8 @@ class GuardGate:
 
     def text(self, delta: Delta, part: Part) -> None:
         """A delta with text, of ``part``."""
-        entry = self._part(delta.key, part)
+        key = _PLAIN_KEY if delta.key is None else delta.key  # None marks a structural event here
+        entry = self._part(key, part)
         start = len(entry.pending)
         entry.pending += delta.text
         self.held += len(delta.text)
@@ -104,7 +106,7 @@ class GuardGate:
             and len(entry.pending[entry.cut :].encode("utf-8", "surrogatepass")) > self._max
         ):
             entry.cut = len(entry.pending)  # a word longer than max_bytes: checked as it is
-        self._queue.append((delta.key, delta, 0))
+        self._queue.append((key, delta, 0))
         self._texts += 1
 
     def data(self, raw: bytes, text: str) -> None:
@@ -203,7 +205,7 @@ class GuardGate:
         return self.in_flight is None and self._blocking() is None
 
     def keys(self) -> list[Hashable]:
-        return [key for key in self._parts if key is not _DATA_KEY]
+        return [key for key in self._parts if key is not _DATA_KEY and key is not _PLAIN_KEY]
 
     # -- out -----------------------------------------------------------------------------------------
 
