@@ -4,6 +4,7 @@ is the control."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import anthropic
@@ -103,3 +104,26 @@ def test_ai_sdk_finishes_with_its_own_content_filter_reason(ours: Server, bare: 
     assert mine["finish"]["content_filter"]["code"] == "banned_word"  # the schema's objects are loose
     assert "Here" not in json.dumps(mine["parts"]) and "Here" in json.dumps(theirs["parts"])
     assert all(part.get("state") != "streaming" for part in mine["parts"])  # the open parts were ended
+
+
+def test_the_app_stops_producing_soon_after_a_trip(ours: Server, bare: Server) -> None:
+    """100 tokens 10 ms apart, the word at token 10: once the app would have finished (1 s), count what
+    it produced. Unguarded (the control), all 100; guarded, the trip cancelled it within a few tokens."""
+    query = {"n": 100, "trip": 10, "delay": 0.01}
+
+    def run(server: Server, name: str) -> tuple[str, int]:
+        client = openai.OpenAI(base_url=server.url + "/counted/v1", api_key="t", max_retries=0)
+        text = ""
+        stream = client.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, extra_query={**query, "run": name}
+        )
+        for chunk in stream:
+            text += "".join(choice.delta.content or "" for choice in chunk.choices)
+        time.sleep(1.5)  # past the app's own end, had it gone on
+        return text, httpx.get(f"{server.url}/produced/{name}", timeout=10).json()["produced"]
+
+    theirs, all_of_it = run(bare, "bare")
+    assert "Here" in theirs and all_of_it == 100
+    mine, produced = run(ours, "ours")
+    assert "Here" not in mine and mine.startswith("w0 ")
+    assert produced <= 10 + 5, produced  # the app was cancelled right after the trip
