@@ -131,7 +131,7 @@ def test_lab_serves_its_page(lab: Server) -> None:
     for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
         assert httpx.get(f"{lab.url}/static/{asset}", timeout=10).status_code == 200
     scenarios = httpx.get(f"{lab.url}/api/config", timeout=10).json()["scenarios"]
-    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop"}
+    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop", "guarded"}
 
 
 def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
@@ -161,6 +161,25 @@ def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
     with pytest.raises(openai.APIConnectionError):  # raw: a crash looks exactly like a network failure
         for _ in raw.chat.completions.create(model="lab-sim", messages=[], stream=True, extra_body=failing):
             pass
+
+
+def test_lab_guarded_answer_ends_at_the_filter_through_the_middleware(lab: Server) -> None:
+    def read(variant: str) -> tuple[str, list[str | None]]:
+        client = openai.OpenAI(base_url=f"{lab.url}/{variant}/v1", api_key="unused", max_retries=0)
+        text, reasons = "", []
+        for chunk in client.chat.completions.create(
+            model="lab-sim", messages=[], stream=True, extra_body={"scenario": "guarded", **FAST},
+            extra_headers={"X-Lab-Guard": "1"},
+        ):
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                reasons.append(choice.finish_reason)
+        return text, reasons
+
+    raw, raw_reasons = read("raw")
+    assert "sk-live-" in raw and raw_reasons[-1] == "stop"  # the control: the model leaks it
+    mine, reasons = read("mw")
+    assert reasons[-1] == "content_filter" and "sk-" not in mine and raw.startswith(mine) and mine
 
 
 def test_lab_tool_call_silence_is_kept_alive_by_heartbeats(lab: Server) -> None:
