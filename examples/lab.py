@@ -7,7 +7,9 @@ Run it (no API keys, no network; a simulated model answers)::
 
 then open the address it prints. Pick a scenario and press Run: the same simulated model answers
 (a) buffered, as one JSON document at the end, (b) streamed raw, and (c) streamed through
-``StreamingMiddleware``. All three finish together; the difference is the wait you *feel*.
+``StreamingMiddleware``. All three finish together; the difference is the wait you *feel*. In the
+"Guarded answer" scenario the middleware also runs a guard (a regex blocklist for credentials) on the
+answer: the raw panel shows the leaked key, the middleware's ends at the filter.
 
 Spans and metrics of the middleware's streams print to the console; the standard ``OTEL_*`` variables
 send them elsewhere (``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`` for OTLP/HTTP; for Arize
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -33,8 +36,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sse_middleware import StreamingMiddleware, StreamingSettings
+from sse_middleware import Blocked, Check, StreamingMiddleware, StreamingSettings, guard
+
+CREDENTIAL = re.compile(r"\bsk-(?:live|test)-[A-Za-z0-9]{8,}")
 
 STATIC = Path(__file__).with_name("lab_static")
 
@@ -48,11 +54,32 @@ def lab_settings() -> StreamingSettings:
     return settings.replace(unset)
 
 
+def no_credentials(check: Check) -> None:
+    """The lab's guard: a regex blocklist. Its check's text ends at a word boundary, so a key is never
+    seen (or sent) in halves."""
+    if CREDENTIAL.search(check.new):
+        raise Blocked("The answer contained a credential; a guard stopped it.", code="credential")
+
+
+def guarded_on_request(app: ASGIApp) -> ASGIApp:
+    """Adds the lab's guard to the requests that ask for it (the page does, for the guarded scenario):
+    a guard per request, as a route or dependency would add it."""
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (b"x-lab-guard", b"1") in scope.get("headers", ()):
+            guard(scope, no_credentials)
+        await app(scope, receive, send)
+
+    return asgi
+
+
 def build_app(settings: StreamingSettings | None = None, *, telemetry: bool = True) -> Starlette:
     settings = settings or lab_settings()
     model = lab_model.build_model_app()
     providers = lab_telemetry.setup() if telemetry else (None, None)
-    wrapped = StreamingMiddleware(model, settings, tracer_provider=providers[0], meter_provider=providers[1])
+    wrapped = StreamingMiddleware(
+        guarded_on_request(model), settings, tracer_provider=providers[0], meter_provider=providers[1]
+    )
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "lab.html", headers={"Cache-Control": "no-cache"})

@@ -63,12 +63,15 @@ class Scenario:
     """Fraction of the answer after which the page cuts its streams' connections (a network drop)."""
     offline: float = 1.0
     """Seconds the network stays down after a drop."""
+    guarded: bool = False
+    """The page asks the middleware for the lab's guard on this answer (the ``X-Lab-Guard`` header)."""
 
     def public(self) -> dict[str, Any]:
         return {
             "name": self.name, "label": self.label, "description": self.description,
             "ttft": self.ttft, "tpot": self.tpot, "jitter": self.jitter,
             "tokens": len(tokenize(self.answer)), "drop_at": self.drop_at, "offline": self.offline,
+            "guarded": self.guarded,
         }
 
 
@@ -91,6 +94,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("drop", "Network drop", "The streams' connections drop for 1 s mid-answer; the middleware's "
                  "resumes with Last-Event-ID, the raw one has lost the rest.",
                  _answer("report"), ttft=0.8, tpot=0.015, drop_at=0.4),
+        Scenario("guarded", "Guarded answer", "The answer leaks a credential halfway. A guard on the "
+                 "middleware stops it there; the raw stream shows it.",
+                 _answer("guarded"), ttft=0.5, tpot=0.025, guarded=True),
     )
 }
 

@@ -101,7 +101,9 @@ async function run() {
   // A network drop: a fraction of the way through the planned answer, on the shared clock.
   const sc = lab.scenario;
   const drop = sc.drop_at === null ? null : { at: body.ttft + sc.drop_at * sc.tokens * body.tpot, offline: sc.offline };
-  await Promise.allSettled(lab.panels.map((p) => p.run(body, lab.t0, lab.controller.signal, drop)));
+  // The guarded scenario asks the middleware for the lab's guard (the raw app ignores the header).
+  const extra = sc.guarded ? { "X-Lab-Guard": "1" } : {};
+  await Promise.allSettled(lab.panels.map((p) => p.run(body, lab.t0, lab.controller.signal, drop, extra)));
   lab.tEnd = Math.max(...lab.panels.map((p) => p.s.end ?? 0));
   lab.running = false;
   document.body.dataset.run = "finished";

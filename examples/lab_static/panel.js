@@ -47,7 +47,7 @@ class Panel {
   /** Run this panel's request. ``drop`` ({at, offline}, seconds): the network cuts a streamed panel's
    *  connection at ``at`` on the shared clock, for ``offline`` seconds; then a stream whose events had ids
    *  reconnects with ``Last-Event-ID`` (what EventSource does on its own), one without has lost the rest. */
-  async run(body, t0, signal, drop = null) {
+  async run(body, t0, signal, drop = null, extraHeaders = {}) {
     const now = () => (performance.now() - t0) / 1000;
     this.snap(0, { status: "waiting" });
     let link = new AbortController(), why = null; // the connection now, and why it was cut: stop, stall, drop
@@ -58,7 +58,7 @@ class Panel {
     signal.addEventListener("abort", () => cut("stop"));
     const dropTimer = drop && this.spec.stream
       ? setTimeout(() => cut("drop"), Math.max(0, t0 + drop.at * 1000 - performance.now())) : null;
-    const headers = { "Content-Type": "application/json" };
+    const headers = { "Content-Type": "application/json", ...extraHeaders };
     let lastEventId = "";
     try {
       for (;;) {
@@ -100,6 +100,7 @@ class Panel {
       if (why === "stop") error = { title: "Stopped", message: "You stopped this run." };
       else if (why === "stall") error = { title: "Stalled", message: `No bytes for ${STALL_MS / 1000} s.` };
       else if (exc.kind === "event") error = { title: "Error event from the server", message: exc.message, detail: exc.detail };
+      else if (exc.kind === "filter") error = { title: "Stopped by a guard", message: exc.message, detail: exc.detail };
       else if (exc.kind === "http") error = { title: `HTTP ${exc.status}`, message: exc.message };
       else if (exc.kind === "eof") error = { title: "Truncated", message: exc.message };
       else if (exc.kind === "drop") {
@@ -123,6 +124,7 @@ class Panel {
     const reader = resp.body.getReader();
     const chunks = [];
     let done = false;
+    let filtered = null;
     for (;;) {
       const { value, done: eof } = await reader.read();
       rearm();
@@ -151,7 +153,14 @@ class Panel {
           this.log(t, "err", `${item.event === "error" ? "event: error " : ""}data: ${item.data}`);
           throw Object.assign(new Error(err.message || "error event"), { kind: "event", detail: err });
         }
-        for (const choice of msg.choices || []) this.text += choice.delta?.content || "";
+        for (const choice of msg.choices || []) {
+          this.text += choice.delta?.content || "";
+          // OpenAI's own way to say "filtered"; the middleware adds what its guard said.
+          if (choice.finish_reason === "content_filter") {
+            filtered = msg.content_filter || { message: "The answer was filtered." };
+            this.log(t, "err", `finish_reason: content_filter ${JSON.stringify(filtered)}`);
+          }
+        }
         if (msg.usage) Object.assign(changes, { tokens: msg.usage.completion_tokens, exact: true });
       }
       if (this.text.length > before) {
@@ -179,6 +188,8 @@ class Panel {
       this.snap(t, { ttft: t, lastText: t, tokens: doc.usage?.completion_tokens ?? 0, exact: true });
     } else if (!done) {
       throw Object.assign(new Error("The stream ended without [DONE]: the answer may be cut off."), { kind: "eof" });
+    } else if (filtered) {
+      throw Object.assign(new Error(filtered.message), { kind: "filter", detail: filtered });
     }
   }
 

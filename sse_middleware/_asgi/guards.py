@@ -67,7 +67,17 @@ def request_guards(scope: MutableMapping[str, Any]) -> list[Guard]:
 
 
 class GuardRunner:
-    __slots__ = ("_child", "_done", "_guards", "_scope", "_stopped", "blocked", "pipe", "stream")
+    __slots__ = (
+        "_child",
+        "_done",
+        "_guards",
+        "_overflow_said",
+        "_scope",
+        "_stopped",
+        "blocked",
+        "pipe",
+        "stream",
+    )
 
     def __init__(self, stream: Stream, pipe: GuardedPipeline, guards: Sequence[Guard]) -> None:
         self.stream = stream
@@ -78,6 +88,8 @@ class GuardRunner:
         self._scope: anyio.CancelScope | None = None
         self._stopped = False
         self.blocked: str | None = None  # why, once tripped
+        pipe.overflow_allowed = stream.settings.guard_failure == "allow"
+        self._overflow_said = False
 
     # -- the app's bodies -----------------------------------------------------------------------------
 
@@ -95,6 +107,10 @@ class GuardRunner:
         if pipe.fault:  # the output check ruled the stream out: it ends, with what the guards approved
             stream.end(stream.invalid_output())
             return
+        if pipe.overflowed and not self._overflow_said:
+            self._overflowed()
+            if stream.life.phase is not Phase.STREAMING:
+                return
         if final:
             await self._end_of_body()
             return
@@ -212,6 +228,32 @@ class GuardRunner:
         self._record(started)
         gate.passed(check)
         return True
+
+    def _overflowed(self) -> None:
+        """An event grew past ``max_event_bytes``: the guards cannot see it whole. Said once; a fault,
+        handled by ``guard_failure`` (the pipeline already let it through, or dropped everything)."""
+        self._overflow_said = True
+        stream = self.stream
+        error_id = stream.error_id()
+        limit = stream.settings.max_event_bytes
+        if self.pipe.overflow_allowed:
+            logger.warning(
+                "an event past max_event_bytes=%d went out unchecked by the guards (error id %s)",
+                limit,
+                error_id,
+            )
+            if stream.rec is not None:
+                stream.rec.guard_fault()
+            return
+        logger.warning(
+            "stream ended: an event past max_event_bytes=%d cannot be checked by the guards (error id %s)",
+            limit,
+            error_id,
+        )
+        self.blocked = "guard_failure"
+        if stream.rec is not None:
+            stream.rec.guard_blocked(self.blocked)
+        stream.end(errors.describe(OverflowError(), detail=False, error_id=error_id))  # the generic error
 
     def _record(self, started: float) -> None:
         rec = self.stream.rec

@@ -23,6 +23,7 @@ import anyio
 
 from .._core import chat, errors
 from .._core.deadlines import FINALIZE_SECONDS, Clocks
+from .._core.dialects.endings import CONTENT_FILTER
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
@@ -243,6 +244,8 @@ class Stream:
                 out.append(frame)
         self.life.finished()
         error_type = errors.error_type_name(failure) if failure else info.type if info else None
+        if error_type == CONTENT_FILTER:
+            error_type = None  # a filter doing its job is no server error: the span says blocked, and why
         await self.gate.take()
         try:
             await self.last_write(b"".join(out), complete=complete, error_type=error_type, exception=failure)

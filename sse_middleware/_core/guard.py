@@ -61,6 +61,8 @@ class _Part:
 
 
 _DATA_KEY: Final = object()  # the one part of a stream whose events are data units
+_PLAIN_KEY: Final = object()  # the one part of a text/plain stream, whose deltas have no key
+_RAW_KEY: Final = object()  # queued bytes that leave unchecked (see unchecked())
 
 
 class GuardGate:
@@ -76,6 +78,7 @@ class GuardGate:
         self._queue: deque[tuple[Hashable, Delta | bytes, int]] = deque()
         self._texts = 0  # text items in the queue: structural events after the last one wait
         self.held = 0  # characters not checked yet, over all parts
+        self._unchecked = 0  # bytes queued by unchecked(), waiting for what is ahead of them
         self.in_flight: Check | None = None
         self.closed = False
         self.checks = 0
@@ -83,13 +86,14 @@ class GuardGate:
     @property
     def full(self) -> bool:
         """Too much text waits for checks: the app's ``send`` should wait for the one in flight."""
-        return self.held > BACKLOG_FACTOR * self._max
+        return self.held + self._unchecked > BACKLOG_FACTOR * self._max
 
     # -- in ------------------------------------------------------------------------------------------
 
     def text(self, delta: Delta, part: Part) -> None:
         """A delta with text, of ``part``."""
-        entry = self._part(delta.key, part)
+        key = _PLAIN_KEY if delta.key is None else delta.key  # None marks a structural event here
+        entry = self._part(key, part)
         start = len(entry.pending)
         entry.pending += delta.text
         self.held += len(delta.text)
@@ -104,7 +108,7 @@ class GuardGate:
             and len(entry.pending[entry.cut :].encode("utf-8", "surrogatepass")) > self._max
         ):
             entry.cut = len(entry.pending)  # a word longer than max_bytes: checked as it is
-        self._queue.append((delta.key, delta, 0))
+        self._queue.append((key, delta, 0))
         self._texts += 1
 
     def data(self, raw: bytes, text: str) -> None:
@@ -121,6 +125,15 @@ class GuardGate:
         for entry in self._parts.values():
             entry.cut = len(entry.pending)
         self._queue.append((None, raw, 0))
+
+    def unchecked(self, raw: bytes) -> None:
+        """Bytes that leave unchecked once what is ahead of them did (a piece of an event too large to
+        hold, under ``guard_failure="allow"``): a boundary, like a structural event, but never held
+        back for the end."""
+        for entry in self._parts.values():
+            entry.cut = len(entry.pending)
+        self._queue.append((_RAW_KEY, raw, 0))
+        self._unchecked += len(raw)
 
     def close(self) -> None:
         """The app's body ended: every part's text is checkable, and each gets its final check."""
@@ -189,7 +202,7 @@ class GuardGate:
         self.in_flight = None
         self._queue.clear()
         self._texts = 0
-        self.held = 0
+        self.held = self._unchecked = 0
         for entry in self._parts.values():
             entry.pending, entry.cut = "", 0
 
@@ -203,7 +216,7 @@ class GuardGate:
         return self.in_flight is None and self._blocking() is None
 
     def keys(self) -> list[Hashable]:
-        return [key for key in self._parts if key is not _DATA_KEY]
+        return [key for key in self._parts if key is not _DATA_KEY and key is not _PLAIN_KEY]
 
     # -- out -----------------------------------------------------------------------------------------
 
@@ -214,10 +227,15 @@ class GuardGate:
         if not self.hold:
             while queue:
                 out.append(queue.popleft()[1])
-            self._texts = 0
+            self._texts = self._unchecked = 0
             return out
         while queue:
             key, item, size = queue[0]
+            if key is _RAW_KEY:
+                out.append(item)
+                queue.popleft()
+                self._unchecked -= len(item)
+                continue
             if key is None:
                 if not self._texts and not (self.closed and self.idle):
                     break  # after the last text: waits for more text, or the end's final checks

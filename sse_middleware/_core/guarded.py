@@ -19,6 +19,7 @@ from .guard import GuardGate
 from .observer import StreamObserver
 from .output_check import OutputCheck
 from .pipeline import Pipeline, _events
+from .sse import Framer
 from .wire import TEXT, Part, simple
 
 
@@ -41,6 +42,8 @@ class GuardedPipeline(Pipeline):
         self.gate = GuardGate(hold=hold, max_bytes=config.coalesce_max_bytes, dialect="", scope=scope)
         self._ending: Ending | None = None
         self._now = 0.0  # the last clock reading fed (close() is given none)
+        self.overflowed = False  # an event grew past max_event_bytes (see _too_large)
+        self.overflow_allowed = False  # guard_failure="allow": such an event streams through unchecked
 
     def feed(self, body: bytes, now: float) -> list[bytes]:
         self._now = now
@@ -51,18 +54,45 @@ class GuardedPipeline(Pipeline):
             self._push_bytes(body)
             return self.release(now)
         blob = framer.feed(body)
+        if self.mid_event or framer.pending > self._max_event:
+            return self._too_large(framer, blob, now)
         if not blob:
             return []
+        return self._feed_events(_events(blob), now)
+
+    def _too_large(self, framer: Framer, blob: bytes, now: float) -> list[bytes]:
+        """An event past ``max_event_bytes``: it cannot be held whole to be checked (memory stays bounded),
+        and unchecked text never leaves on its own. So it is a fault of the check: with
+        ``guard_failure="allow"`` it streams through as it arrives, unchecked, in its place behind what
+        the guards are still checking; else nothing more leaves and the shell ends the stream (it sees
+        :attr:`overflowed`)."""
+        self.overflowed = True
+        if not self.overflow_allowed:
+            framer.take()
+            self.gate.failed()
+            return []
+        events = _events(blob) if blob else []
+        if self.mid_event:  # the large event goes on: its end is the blob's first event, if it came
+            tail = events.pop(0) if events else framer.take()
+            self.gate.unchecked(tail)
+            self.mid_event = not blob
+        out = self._feed_events(events, now) if events else []
+        if not self.mid_event and framer.pending > self._max_event:  # the next one is too large too
+            self.gate.unchecked(framer.take())
+            self.mid_event = True
+        return out + self.release(now)
+
+    def _feed_events(self, events: list[bytes], now: float) -> list[bytes]:
         dialect = self.dialect
         if dialect.detecting:
-            dialect = self._detect(blob)
+            dialect = self._detect(b"".join(events))
             if dialect.detecting:
-                for raw in _events(blob):
+                for raw in events:
                     self.gate.event(raw)
                 return self.release(now)
         ending = self.ending()
         gate = self.gate
-        for raw in _events(blob):
+        for raw in events:
             ending.see(raw)
             delta = dialect.delta(raw) if dialect.merges else None
             if delta is not None and delta.text:
@@ -156,6 +186,8 @@ class GuardedPipeline(Pipeline):
 
     def error_frame(self, info: ErrorInfo) -> bytes | None:
         self.gate.failed()
+        if self.mid_event:  # half an event is on the wire: its lines would swallow ours; cut instead
+            return None
         if self.framer is not None:
             self.framer.take()
         if info.type == CONTENT_FILTER:

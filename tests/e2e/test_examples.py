@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import anthropic
 import httpx
@@ -130,7 +131,7 @@ def test_lab_serves_its_page(lab: Server) -> None:
     for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
         assert httpx.get(f"{lab.url}/static/{asset}", timeout=10).status_code == 200
     scenarios = httpx.get(f"{lab.url}/api/config", timeout=10).json()["scenarios"]
-    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop"}
+    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop", "guarded"}
 
 
 def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
@@ -160,6 +161,25 @@ def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
     with pytest.raises(openai.APIConnectionError):  # raw: a crash looks exactly like a network failure
         for _ in raw.chat.completions.create(model="lab-sim", messages=[], stream=True, extra_body=failing):
             pass
+
+
+def test_lab_guarded_answer_ends_at_the_filter_through_the_middleware(lab: Server) -> None:
+    def read(variant: str) -> tuple[str, list[str | None]]:
+        client = openai.OpenAI(base_url=f"{lab.url}/{variant}/v1", api_key="unused", max_retries=0)
+        text, reasons = "", []
+        for chunk in client.chat.completions.create(
+            model="lab-sim", messages=[], stream=True, extra_body={"scenario": "guarded", **FAST},
+            extra_headers={"X-Lab-Guard": "1"},
+        ):
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+                reasons.append(choice.finish_reason)
+        return text, reasons
+
+    raw, raw_reasons = read("raw")
+    assert "sk-live-" in raw and raw_reasons[-1] == "stop"  # the control: the model leaks it
+    mine, reasons = read("mw")
+    assert reasons[-1] == "content_filter" and "sk-" not in mine and raw.startswith(mine) and mine
 
 
 def test_lab_tool_call_silence_is_kept_alive_by_heartbeats(lab: Server) -> None:
@@ -214,3 +234,30 @@ def test_lab_exports_over_otlp_http_when_configured() -> None:
         assert len(spans) == 1
         assert attributes(spans[0])["url.path"] == "/mw/v1/chat/completions"
         assert "gen_ai.response.time_to_first_chunk" in attributes(spans[0])
+
+
+def test_guarded_stops_a_credential_and_an_insult_the_way_openai_says_filtered() -> None:
+    with example("guarded.py") as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+
+        def ask(question: str, stream: bool = True) -> tuple[str, list[str | None]]:
+            messages: Any = [{"role": "user", "content": question}]
+            if not stream:
+                reply = client.chat.completions.create(model="echo", messages=messages)
+                return reply.choices[0].message.content or "", [reply.choices[0].finish_reason]
+            text, reasons = "", []
+            for chunk in client.chat.completions.create(model="echo", messages=messages, stream=True):
+                for choice in chunk.choices:
+                    text += choice.delta.content or ""
+                    reasons.append(choice.finish_reason)
+            return text, reasons
+
+        text, reasons = ask("hello")
+        assert text.startswith("Hello!") and reasons[-1] == "stop"  # a clean answer passes whole
+        # The controls: what the model wrote, unguarded (plain JSON is no stream).
+        assert "sk-live-" in ask("the deploy key?", stream=False)[0]
+        assert "stupid" in ask("review my code", stream=False)[0]
+        text, reasons = ask("what is the deploy key?")
+        assert reasons[-1] == "content_filter" and "sk-" not in text and text.startswith("Sure.")
+        text, reasons = ask("review my code")  # the async guard, over HTTP to the fake moderation
+        assert reasons[-1] == "content_filter" and "stup" not in text and text.startswith("Your code")

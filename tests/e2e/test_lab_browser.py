@@ -181,3 +181,16 @@ def test_network_drop_the_middleware_panel_resumes_the_raw_one_loses_the_rest(pa
     raw = content(page, "raw")
     assert raw and len(raw) < len(whole) / 2
     assert "Connection dropped" in page.inner_text('[data-panel="raw"] .error')
+
+
+def test_guarded_answer_raw_shows_the_credential_the_middleware_ends_at_the_filter(page: Page) -> None:
+    run_scenario(page, "guarded", ttft=0.3, tpot=8)
+    wait_finished(page)
+    assert "sk-live-" in content(page, "raw") and "sk-live-" in content(page, "buffered")  # the controls
+    assert page.get_attribute('[data-panel="raw"]', "data-state") == "done"
+    mine = content(page, "mw")
+    assert mine and "sk-" not in mine, "the text before the filter, and nothing of the key"
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "error"
+    box = page.inner_text('[data-panel="mw"] .error')
+    assert "Stopped by a guard" in box and "credential" in box
+    assert page.locator("#log .log-err").filter(has_text="content_filter").count() == 1

@@ -6,7 +6,7 @@ chunk id and model, the open content blocks, the response object) and builds tha
 * OpenAI chat: a chunk with ``finish_reason: "content_filter"`` for every choice, then ``[DONE]``;
 * OpenAI Responses: ``response.incomplete`` with ``incomplete_details.reason: "content_filter"``;
 * Anthropic: the open blocks closed, ``message_delta`` with ``stop_reason: "refusal"``, ``message_stop``;
-* the AI SDK's UI message stream: an error part (its finish part has no filtered reason to give);
+* the AI SDK's UI message stream: open parts ended, ``finish`` with ``finishReason: "content-filter"``;
 * generic SSE, text in SSE and JSON relays: ``event: error`` with ``type: "content_filter"``;
 * text/plain and NDJSON: nothing (the response is cut without its terminating chunk).
 
@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from ..errors import ErrorInfo
 from ..sse import Event, encode
-from ..wire import data_object, dumps, simple, with_id
+from ..wire import data_object, dumps, simple
 from .base import Dialect, sse_error
 
 CONTENT_FILTER: Final = "content_filter"
@@ -118,16 +118,47 @@ class ResponsesEnding(Ending):
                 self._response = obj["response"]
 
     def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
-        response = dict(self._response or {"id": f"resp_{info.id}", "object": "response", "output": []})
+        response = dict(self._response or {"id": f"resp_{info.id}", "object": "response"})
         response.update(status="incomplete", incomplete_details={"reason": CONTENT_FILTER})
+        # Not the created event's (empty) output: without one, the openai SDK's stream helper fills in
+        # the items it accumulated, which is what the client was sent.
+        response.pop("output", None)
         response[CONTENT_FILTER] = _detail(info)
         body = {"type": "response.incomplete", "sequence_number": self._sequence + 1, "response": response}
         return encode(Event(dumps(body), "response.incomplete"))
 
 
 class UIMessageEnding(Ending):
+    """The open text and reasoning parts ended, the open step finished, then the ``finish`` part with
+    the schema's own ``finishReason: "content-filter"`` (its chunk objects are loose: the detail rides
+    along), and ``[DONE]``."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, str] = {}  # id -> the part's end type, for parts started and not ended
+        self._step = False
+
+    def see(self, raw: bytes) -> None:
+        if b"-start" not in raw and b"-end" not in raw and b"-step" not in raw:
+            return
+        obj = data_object(raw)
+        kind = obj.get("type") if obj is not None else None
+        if obj is None or not isinstance(kind, str):
+            return
+        if kind in ("start-step", "finish-step"):
+            self._step = kind == "start-step"
+            return
+        ident = obj.get("id")
+        if kind in ("text-start", "reasoning-start") and isinstance(ident, str):
+            self._open[ident] = kind[: -len("start")] + "end"
+        elif kind in ("text-end", "reasoning-end") and isinstance(ident, str):
+            self._open.pop(ident, None)
+
     def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
-        return encode(Event(dumps({"type": "error", "errorText": with_id(info)})))
+        parts: list[dict[str, Any]] = [{"type": end, "id": ident} for ident, end in self._open.items()]
+        if self._step:
+            parts.append({"type": "finish-step"})
+        parts.append({"type": "finish", "finishReason": "content-filter", CONTENT_FILTER: _detail(info)})
+        return b"".join(encode(Event(dumps(part))) for part in parts) + b"data: [DONE]\n\n"
 
 
 _BY_NAME: Final[dict[str, type[Ending]]] = {

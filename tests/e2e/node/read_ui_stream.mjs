@@ -2,12 +2,12 @@
 // uses) fetches and parses the stream into chunks, readUIMessageStream builds the message from them.
 // Usage: node read_ui_stream.mjs URL. Prints one JSON object: the chunks by type, the final message's
 // parts, each tool call's input as the SDK parsed it from the tool-input-delta parts alone, and the error
-// the SDK reported (null when none).
+// the SDK reported (null when none), and the finish part as the SDK parsed it (null when none).
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const url = process.argv[2];
 const transport = new DefaultChatTransport({ api: url });
-const result = { chunks: {}, parts: [], streamed: {}, error: null };
+const result = { chunks: {}, parts: [], streamed: {}, error: null, finish: null };
 let last = null;
 try {
   const stream = await transport.sendMessages({
@@ -21,6 +21,7 @@ try {
     new TransformStream({
       transform(chunk, controller) {
         result.chunks[chunk.type] = (result.chunks[chunk.type] ?? 0) + 1;
+        if (chunk.type === "finish") result.finish = chunk; // as the SDK's schema parsed it
         controller.enqueue(chunk);
       },
     }),
