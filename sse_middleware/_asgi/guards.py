@@ -205,8 +205,8 @@ class GuardRunner:
         except Blocked as exc:
             self._record(started)
             self.blocked = exc.code or CONTENT_FILTER
-            if stream.rec is not None:
-                stream.rec.guard_blocked(self.blocked)
+            if stream.telemetry is not None:
+                stream.telemetry.guard_blocked(self.blocked)
             gate.failed()
             stream.end(ErrorInfo(CONTENT_FILTER, exc.message, stream.error_id(), exc.code))
             return False
@@ -215,14 +215,14 @@ class GuardRunner:
             error_id = stream.error_id()
             if settings.guard_failure == "allow":
                 logger.warning("a guard failed; the text goes on (error id %s)", error_id, exc_info=exc)
-                if stream.rec is not None:
-                    stream.rec.guard_fault()
+                if stream.telemetry is not None:
+                    stream.telemetry.guard_fault()
                 gate.skipped(check)
                 return True
             gate.failed()
             self.blocked = "guard_failure"
-            if stream.rec is not None:
-                stream.rec.guard_blocked(self.blocked)
+            if stream.telemetry is not None:
+                stream.telemetry.guard_blocked(self.blocked)
             stream.end(errors.report(exc, detail=settings.error_detail, error_id=error_id, client_gone=False))
             return False
         self._record(started)
@@ -242,8 +242,8 @@ class GuardRunner:
                 limit,
                 error_id,
             )
-            if stream.rec is not None:
-                stream.rec.guard_fault()
+            if stream.telemetry is not None:
+                stream.telemetry.guard_fault()
             return
         logger.warning(
             "stream ended: an event past max_event_bytes=%d cannot be checked by the guards (error id %s)",
@@ -251,14 +251,14 @@ class GuardRunner:
             error_id,
         )
         self.blocked = "guard_failure"
-        if stream.rec is not None:
-            stream.rec.guard_blocked(self.blocked)
+        if stream.telemetry is not None:
+            stream.telemetry.guard_blocked(self.blocked)
         stream.end(errors.describe(OverflowError(), detail=False, error_id=error_id))  # the generic error
 
     def _record(self, started: float) -> None:
-        rec = self.stream.rec
-        if rec is not None:
-            rec.guard_check(time.monotonic() - started)
+        telemetry = self.stream.telemetry
+        if telemetry is not None:
+            telemetry.guard_check(time.monotonic() - started)
 
     # -- teardown ------------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class Responder:
         "_send",
         "client_watch",
         "life",
-        "mw",
+        "middleware",
         "scope",
         "settings",
         "started_mono",
@@ -57,10 +57,10 @@ class Responder:
         "stream",
     )
 
-    def __init__(self, mw: StreamingMiddleware, scope: Scope, receive: Receive, send: Send) -> None:
-        self.mw = mw
+    def __init__(self, middleware: StreamingMiddleware, scope: Scope, receive: Receive, send: Send) -> None:
+        self.middleware = middleware
         self.scope = scope
-        self.settings: StreamingSettings = mw.settings
+        self.settings: StreamingSettings = middleware.settings
         self._send = send
         self.started_mono = time.monotonic()
         self.started_ns = time.time_ns()
@@ -184,25 +184,25 @@ class Responder:
         await self._send(start)
         self.settings = settings
         check = _output_check(settings, peek) if settings.validate_json and kind != headers.BYTES else None
-        rec = None
+        telemetry = None
         if settings.telemetry:
-            rec = self.mw.telemetry.start(
+            telemetry = self.middleware.telemetry.start(
                 self.scope,
                 start_mono=self.started_mono,
                 start_ns=self.started_ns,
                 body=peek,
                 mark_parent=settings.mark_parent_span,
             )
-        core = self.mw.core if settings is self.mw.settings else settings.core()
-        guards = (*self.mw.guards, *extra)
-        relay = self.mw.relays.for_route(self.scope)
+        core = self.middleware.core if settings is self.middleware.settings else settings.core()
+        guards = (*self.middleware.guards, *extra)
+        relay = self.middleware.relays.for_route(self.scope)
         pipe: Pipeline
         if guards:
             hold = settings.guard_mode == "hold"
             pipe = GuardedPipeline(
                 kind,
                 core,
-                rec,
+                telemetry,
                 hold=hold,
                 scope=self.scope,
                 headers=message.get("headers", ()),
@@ -210,30 +210,33 @@ class Responder:
                 check=check,
             )
         else:
-            pipe = Pipeline(kind, core, rec, headers=message.get("headers", ()), relay=relay, check=check)
+            pipe = Pipeline(
+                kind, core, telemetry, headers=message.get("headers", ()), relay=relay, check=check
+            )
         stream = self.stream = Stream(
             self.life,
             settings,
             pipe,
-            rec,
+            telemetry,
             self._send,
             self.client_watch,
             trailers=bool(message.get("trailers")),
-            forget=functools.partial(self.mw.forget, self),
+            forget=functools.partial(self.middleware.forget, self),
             may_listen=not _reports_disconnect_on_send(self.scope),
         )
         if isinstance(pipe, GuardedPipeline):
             stream.guards = GuardRunner(stream, pipe, guards)
         self.life.stream(stream.release)
         if settings.resume and kind == headers.SSE:
-            span = rec.span_context() if rec is not None else None  # makes the span now (for links)
-            stream.log = await self.mw.resume.open(self.scope, settings, start["headers"], span)
+            # The span is made now: the log links it.
+            span = telemetry.span_context() if telemetry is not None else None
+            stream.log = await self.middleware.resume.open(self.scope, settings, start["headers"], span)
             if stream.log is not None:
                 stream.hide_disconnects()
                 if chat_body:
                     path = chat.chat_path(self.scope.get("raw_path") or self.scope["path"].encode())
-                    stream.chat(path, self.mw.resume.identity(self.scope), chat_body)
-        self.mw.track(self)
+                    stream.chat(path, self.middleware.resume.identity(self.scope), chat_body)
+        self.middleware.track(self)
         if self.client_watch.gone:
             stream.client_left(cancel_app=False)  # the app heard it before it started: its business
             return

@@ -66,10 +66,10 @@ class Stream:
         "life",
         "log",
         "pipe",
-        "rec",
         "sending_since",
         "server_send",
         "settings",
+        "telemetry",
         "timers",
         "watcher",
     )
@@ -79,7 +79,7 @@ class Stream:
         life: Lifecycle,
         settings: StreamingSettings,
         pipe: Pipeline,
-        rec: StreamTelemetry | None,
+        telemetry: StreamTelemetry | None,
         send: Send,
         client_watch: ClientWatch,
         *,
@@ -94,7 +94,7 @@ class Stream:
         self.settings = settings
         self.config = pipe.config
         self.pipe = pipe
-        self.rec = rec
+        self.telemetry = telemetry
         self.server_send = send
         self._trailers = trailers  # the start declared trailers: the server waits for them
         self.clocks = Clocks()
@@ -184,8 +184,8 @@ class Stream:
         finally:
             self.sending_since = _NEVER
         self.clocks.last_write = now
-        if self.rec is not None:
-            self.rec.frame(len(data))
+        if self.telemetry is not None:
+            self.telemetry.frame(len(data))
 
     async def extension(self, message: Message) -> None:
         """An extension message (trailers, zero-copy send, ...): after what we merged, untouched."""
@@ -264,12 +264,12 @@ class Stream:
         check = self.pipe.check
         if check is not None and check.unreadable is not None:  # said once, at the stream's end
             logger.warning("output check off for a part of this stream: %s", check.unreadable)
-            if self.rec is not None:
-                self.rec.note("sse_middleware.output_check.unreadable", check.unreadable)
-        if self.rec is not None:
+            if self.telemetry is not None:
+                self.telemetry.note("sse_middleware.output_check.unreadable", check.unreadable)
+        if self.telemetry is not None:
             if data and not self.disconnected:
-                self.rec.frame(len(data))
-            self.rec.end(time.monotonic(), client_disconnected=self.disconnected, **end)
+                self.telemetry.frame(len(data))
+            self.telemetry.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
                 with anyio.move_on_after(self._send_timeout or None) as timer:
@@ -307,8 +307,8 @@ class Stream:
         if cancel_app:
             life.end()  # the host's teardown finishes the stream's bookkeeping
             return True
-        if self.rec is not None:
-            self.rec.end(time.monotonic(), client_disconnected=True)
+        if self.telemetry is not None:
+            self.telemetry.end(time.monotonic(), client_disconnected=True)
         life.client_gone()
         return False
 
@@ -351,8 +351,8 @@ class Stream:
             self._send_timeout,
             "detached (the stream goes on into its log)" if resumable else "it is given up",
         )
-        if self.rec is not None:
-            self.rec.mark("send_timeout")
+        if self.telemetry is not None:
+            self.telemetry.mark("send_timeout")
 
     def detach(self) -> None:
         log = self.log
@@ -399,8 +399,8 @@ class Stream:
         """Stopped on purpose (its chat's ``DELETE``): the app is cancelled and the stream ends cleanly
         where it is, its log complete (what was produced is the answer, as after the AI SDK's stop)."""
         if self.life.phase is Phase.STREAMING:
-            if self.rec is not None:
-                self.rec.mark("stopped")
+            if self.telemetry is not None:
+                self.telemetry.mark("stopped")
             self.watcher.stop()
             self.life.end()
 
@@ -425,7 +425,7 @@ class Stream:
         return errors.invalid_output(self.error_id(), message, code)
 
     def error_id(self) -> str:
-        return errors.new_error_id(self.rec.trace_id if self.rec else None)
+        return errors.new_error_id(self.telemetry.trace_id if self.telemetry else None)
 
     # -- the disconnect listener (run by the watcher while the app does not listen itself) ------------
 
@@ -486,8 +486,8 @@ class Stream:
         if self.life.phase in LIVE:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self.finish(cancelled, failure or self.failure)
-        if self.rec is not None:  # ends once; here in case a last write was cut short
-            self.rec.end(time.monotonic(), client_disconnected=self.disconnected)
+        if self.telemetry is not None:  # ends once; here in case a last write was cut short
+            self.telemetry.end(time.monotonic(), client_disconnected=self.disconnected)
         log, self.log = self.log, None
         if log is not None:  # a last write that never came: the log says the stream was cut
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):

@@ -120,9 +120,9 @@ class StreamTimers:
                     else:
                         await stream.server_send({"type": BODY, "body": frame, "more_body": True})
                         stream.clocks.last_write = now
-                        if stream.rec is not None:
-                            stream.rec.frame(len(frame))
-                            stream.rec.heartbeat()
+                        if stream.telemetry is not None:
+                            stream.telemetry.frame(len(frame))
+                            stream.telemetry.heartbeat()
                 except OSError:
                     stream.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
                 except Exception as exc:  # the server refused our write: the stream failed, not the app

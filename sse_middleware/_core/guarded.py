@@ -30,7 +30,7 @@ class GuardedPipeline(Pipeline):
         self,
         kind: str,
         config: CoreConfig,
-        rec: StreamObserver | None,
+        observer: StreamObserver | None,
         *,
         hold: bool,
         scope: Mapping[str, Any],
@@ -38,7 +38,7 @@ class GuardedPipeline(Pipeline):
         relay: RouteRelay | None = None,
         check: OutputCheck | None = None,
     ) -> None:
-        super().__init__(kind, config, rec, headers=headers, relay=relay, check=check)
+        super().__init__(kind, config, observer, headers=headers, relay=relay, check=check)
         self.gate = GuardGate(hold=hold, max_bytes=config.coalesce_max_bytes, dialect="", scope=scope)
         self._ending: Ending | None = None
         self._now = 0.0  # the last clock reading fed (close() is given none)
@@ -151,11 +151,11 @@ class GuardedPipeline(Pipeline):
         if not items:
             return []
         out: list[bytes] = []
-        dialect, coalescer, rec = self.dialect, self.coalescer, self.rec
+        dialect, coalescer, observer = self.dialect, self.coalescer, self.observer
         for item in items:
             if isinstance(item, Delta):
-                if rec is not None:
-                    rec.chunk(now, True)
+                if observer is not None:
+                    observer.chunk(now, True)
                 if coalescer is None:
                     out.append(dialect.build(item.envelope, item.text))
                 else:
@@ -166,8 +166,8 @@ class GuardedPipeline(Pipeline):
                 out.extend(self.flush())
                 out.append(item)
                 if self.framer is None:
-                    if rec is not None:
-                        rec.chunk(now, True)
+                    if observer is not None:
+                        observer.chunk(now, True)
                 else:
                     self._observe(dialect, item, now)
         return out

@@ -36,7 +36,7 @@ class Pipeline:
         self,
         kind: str,
         config: CoreConfig,
-        rec: StreamObserver | None,
+        observer: StreamObserver | None,
         *,
         headers: Iterable[tuple[bytes, bytes]] = (),
         relay: RouteRelay | None = None,
@@ -44,7 +44,7 @@ class Pipeline:
     ) -> None:
         self.kind = kind
         self.config = config
-        self.rec = rec
+        self.observer = observer
         self._max_event = config.max_event_bytes
         self._relay = relay if config.coalesce else None  # nothing to learn for when nothing merges
         self.framer = Framer() if kind == kinds.SSE else None
@@ -59,8 +59,8 @@ class Pipeline:
         # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
         # (None: a pass-through stream whose telemetry would find the last event's answers again).
         self._lane: tuple[Spliced, Coalescer[Any, Envelope] | None] | None = None
-        if rec is not None and not self.dialect.detecting:
-            rec.dialect(self.dialect.provider, self.dialect.operation)
+        if observer is not None and not self.dialect.detecting:
+            observer.dialect(self.dialect.provider, self.dialect.operation)
 
     def feed(self, body: bytes, now: float) -> list[bytes]:
         """App bytes -> frames to send now."""
@@ -71,8 +71,8 @@ class Pipeline:
             spliced, merging = lane
             text = spliced.same_text(body)
             if text is not None:
-                if self.rec is not None:
-                    self.rec.chunk(now, True)
+                if self.observer is not None:
+                    self.observer.chunk(now, True)
                 if merging is None:
                     return [body]
                 pieces = merging.push(spliced.envelope, text, now)
@@ -92,8 +92,8 @@ class Pipeline:
             self.mid_event = bool(rest)
             out = self.flush()
             out.append(blob + rest)
-            if self.rec is not None:
-                self.rec.chunk(now, True)
+            if self.observer is not None:
+                self.observer.chunk(now, True)
             return out
         if not blob:
             return []
@@ -106,7 +106,7 @@ class Pipeline:
         if self.check is not None:
             return self._feed_checked(dialect, coalescer, blob, now)
         if coalescer is None:
-            if self.rec is not None:  # each event on its own: content may follow message_start in a send
+            if self.observer is not None:  # each event on its own: content may follow message_start in a send
                 events = _events(blob)
                 for raw in events:
                     self._observe(dialect, raw, now)
@@ -133,8 +133,8 @@ class Pipeline:
         if self.fault:
             return []
         if coalescer is None or plain is None:  # NDJSON, or text/plain that turned out not to be UTF-8
-            if self.rec is not None:
-                self.rec.chunk(now, True)
+            if self.observer is not None:
+                self.observer.chunk(now, True)
             return [body]
         try:
             text = plain.text(body)
@@ -143,8 +143,8 @@ class Pipeline:
             self.coalescer = None
             out.append(body)
             return out
-        if self.rec is not None:
-            self.rec.chunk(now, True)
+        if self.observer is not None:
+            self.observer.chunk(now, True)
         if self.check is not None and text:
             cut = self.check.feed(TEXT, None, text)
             if cut is not None:
@@ -199,15 +199,15 @@ class Pipeline:
         self.dialect = found
         if not found.merges:
             self.coalescer = None
-        if self.rec is not None:
-            self.rec.dialect(found.provider, found.operation)
+        if self.observer is not None:
+            self.observer.dialect(found.provider, found.operation)
             self._record_info(found, blob)
         return found
 
     def _observe(self, dialect: Dialect, raw: bytes, now: float) -> None:
-        rec = self.rec
-        if rec is not None:
-            rec.chunk(now, dialect.content(raw))
+        observer = self.observer
+        if observer is not None:
+            observer.chunk(now, dialect.content(raw))
             if dialect.wants_info(raw):
                 self._record_info(dialect, raw)
 
@@ -222,13 +222,13 @@ class Pipeline:
     def _record_info(self, dialect: Dialect, raw: bytes) -> None:
         """Model, id, finish reason and usage, when this event carries them."""
         info = dialect.info(raw)
-        if info and self.rec is not None:
-            self.rec.response(**info)
+        if info and self.observer is not None:
+            self.observer.response(**info)
 
     def _merge(self, coalescer: Coalescer[Any, Envelope], delta: Delta, now: float) -> list[bytes]:
         key, envelope, text = delta
-        if self.rec is not None:
-            self.rec.chunk(now, True)
+        if self.observer is not None:
+            self.observer.chunk(now, True)
         pieces = coalescer.feed(key, envelope, text, now)
         return self._frames(pieces) if pieces else []
 

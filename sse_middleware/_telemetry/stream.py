@@ -49,6 +49,7 @@ class StreamTelemetry:
         "_guard",
         "_heartbeats",
         "_in_tokens",
+        "_instruments",
         "_last",
         "_mark_parent",
         "_model",
@@ -62,7 +63,6 @@ class StreamTelemetry:
         "_span",
         "_start_mono",
         "_start_ns",
-        "_t",
     )
 
     def __init__(
@@ -75,7 +75,7 @@ class StreamTelemetry:
         start_mono: float,
         start_ns: int,
     ):
-        self._t, self._scope, self._ctx, self._mark_parent = owner, scope, ctx, mark_parent
+        self._instruments, self._scope, self._ctx, self._mark_parent = owner, scope, ctx, mark_parent
         self._request_model = request_model
         self._start_mono, self._start_ns = start_mono, start_ns
         self._span: Span | None = None
@@ -128,7 +128,7 @@ class StreamTelemetry:
         found = self._guard = self._guard or [0.0, 0.0, 0.0]
         found[0] += 1
         found[1] += seconds
-        self._t.guard_time.record(seconds)
+        self._instruments.guard_time.record(seconds)
 
     def guard_fault(self) -> None:
         """A guard failed and the text went on (``guard_failure="allow"``)."""
@@ -141,7 +141,7 @@ class StreamTelemetry:
         found = self._guard = self._guard or [0.0, 0.0, 0.0]
         self._finish = (*self._finish, "content_filter") if reason != "guard_failure" else self._finish
         self._blocked = reason
-        self._t.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
+        self._instruments.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
         del found
 
     def heartbeat(self) -> None:
@@ -203,7 +203,7 @@ class StreamTelemetry:
         if self._ended:
             return
         self._ended = True
-        t, first, last = self._t, self._first, self._last
+        t, first, last = self._instruments, self._first, self._last
         if error_type is None and exception is not None:
             error_type = error_type_name(exception)
         elapsed = now - self._start_mono
@@ -288,7 +288,8 @@ class StreamTelemetry:
         if attrs is None:
             attrs = self._span_attrs(self._metric_attrs(route), None)
         name = name or (f"stream {route}" if route else "stream")
-        span = self._span = self._t.tracer.start_span(name, ctx, kind, attrs, start_time=self._start_ns)
+        tracer = self._instruments.tracer
+        span = self._span = tracer.start_span(name, ctx, kind, attrs, start_time=self._start_ns)
         return span
 
     def _mark_the_parent(self, error_type: str) -> None:
