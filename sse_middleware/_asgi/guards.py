@@ -137,7 +137,7 @@ class GuardRunner:
             return
         await stream.gate.take()
         try:
-            await stream._closing(b"".join(pipe.close()))
+            await stream.final_body(b"".join(pipe.close()))
         finally:
             stream.gate.release()
 

@@ -142,7 +142,7 @@ class Stream:
                 return
             if not message.get("more_body", False):
                 out.extend(pipe.close())
-                await self._closing(b"".join(out))
+                await self.final_body(b"".join(out))
                 return
             if out:
                 data = out[0] if len(out) == 1 else b"".join(out)
@@ -205,7 +205,7 @@ class Stream:
         finally:
             self.gate.release()
 
-    async def _closing(self, data: bytes) -> None:
+    async def final_body(self, data: bytes) -> None:
         """The app's final body, with the gate held. Still ours while it is written: a shutdown's hard
         stop may cut it when a client that stopped reading holds it."""
         self.life.closing()
