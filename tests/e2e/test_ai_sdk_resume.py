@@ -11,43 +11,24 @@ other)."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from ..support.node import run_node
 from ..support.redis import redis_server
-from ..support.servers import Server, require, uvicorn
+from ..support.servers import Server, uvicorn
 
 pytestmark = pytest.mark.timeout(120)
 APP = "tests.support.apps_chat:app"
-NODE_DIR = Path(__file__).parent / "node"
 WHOLE = "".join(f"word{i} " for i in range(30))
 
 
 def node(post: Server, resume: Server, chat: str, mode: str) -> dict[str, Any]:
-    binary = require(shutil.which("node"), "node")
-    if not (NODE_DIR / "node_modules" / "ai").is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail("the ai package is not installed (.ci/run runs npm ci in tests/e2e/node)")
-        pytest.skip("run `npm ci` in tests/e2e/node")
-    done = subprocess.run(
-        [binary, "resume_chat.mjs", post.url, resume.url, chat, mode],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_node("resume_chat.mjs", post.url, resume.url, chat, mode)
 
 
 def runs(server: Server, chat: str, *, settled: bool = True) -> list[str | None]:

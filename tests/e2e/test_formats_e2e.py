@@ -4,10 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,7 +13,8 @@ import pytest
 from ..support.apps import TOKENS
 from ..support.clients import read_stream
 from ..support.formats import TOOL_ARGS, events_per_key, read
-from ..support.servers import Server, require, uvicorn
+from ..support.node import run_node
+from ..support.servers import Server, uvicorn
 
 pytestmark = pytest.mark.timeout(180)
 APP = "tests.support.apps_formats:app"
@@ -25,7 +22,6 @@ N, DELAY = 150, 0.003  # a fast API; the structural events (starts, ends) stay f
 QUERY = {"n": N, "delay": DELAY}
 EXPECTED = "".join((TOKENS * (N // len(TOKENS) + 1))[:N])
 MESSAGES = [{"role": "user", "content": "hi"}]
-NODE_DIR = Path(__file__).parent / "node"
 
 # The rows of the issue's table: format -> (path, method).
 ROWS = {
@@ -172,21 +168,7 @@ def test_anthropic_sdk_final_message_holds_thinking_text_and_tool_input(ours: Se
 
 def read_ui(address: str) -> dict[str, Any]:
     """The message the ``ai`` package builds from a UI message stream (tests/e2e/node/read_ui_stream.mjs)."""
-    node = require(shutil.which("node"), "node")
-    if not (NODE_DIR / "node_modules" / "ai").is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail("the ai package is not installed (.ci/run runs npm ci in tests/e2e/node)")
-        pytest.skip("run `npm ci` in tests/e2e/node")
-    done = subprocess.run(
-        [node, "read_ui_stream.mjs", address],
-        cwd=NODE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_node("read_ui_stream.mjs", address)
 
 
 def deltas(result: dict[str, Any]) -> int:
