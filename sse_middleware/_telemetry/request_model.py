@@ -176,7 +176,7 @@ class BodyPeek:
         if not self._complete or not self._chunks:
             return None
         try:
-            return json.loads(b"".join(self._chunks))
+            return json.loads(self.seen())
         except ValueError:
             return None
 

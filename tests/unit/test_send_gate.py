@@ -19,6 +19,8 @@ import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
 
+from ..support.harness import scope
+
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(30)]
 
 Message = dict[str, Any]
@@ -101,22 +103,6 @@ class SlowClient:
         return any(m["type"] == "http.response.body" and not m.get("more_body") for m in self.messages)
 
 
-def scope() -> Message:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": "/stream",
-        "raw_path": b"/stream",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"test")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-
 
 def app_for(bodies: list[bytes], sleep_after: int | None) -> Any:
     """A raw ASGI stream of ``bodies``; ``sleep_after``: a pause of HOLD after that many of them."""
@@ -150,7 +136,7 @@ def text_of(body: bytes) -> str:
 async def serve(case: Case, client: SlowClient, sleep_after: int | None = None) -> None:
     middleware = StreamingMiddleware(app_for(case.bodies, sleep_after), case.settings)
     with anyio.fail_after(10):
-        await middleware(scope(), client.receive, client.send)
+        await middleware(scope(path="/stream"), client.receive, client.send)
 
 
 @pytest.mark.parametrize("name", list(CASES))
