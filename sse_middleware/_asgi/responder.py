@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import anyio.lowlevel
@@ -133,16 +133,16 @@ class Responder:
         the work (the server's own ``send`` when passing through, the stream's per-token path), so each
         message costs one coroutine less."""
         phase = self.life.phase
-        if phase is Phase.PASSING:
-            return self._send(message)
         stream = self.stream
-        if phase is Phase.STREAMING and stream is not None:
+        if phase is _STREAMING and stream is not None:
             kind = message["type"]
             if kind == "http.response.body":
                 return stream.body(message)
             if kind == "http.response.start":
                 return _raise(RuntimeError("a second http.response.start: the response already started"))
             return stream.extension(message)
+        if phase is _PASSING:
+            return self._send(message)
         return self._send_otherwise(message, phase, stream)
 
     async def _send_otherwise(self, message: Message, phase: Phase, stream: Stream | None) -> None:
@@ -248,6 +248,10 @@ class Responder:
             return
         stream.watcher.want(next_deadline(pipe.config, pipe, stream.clocks))  # none: no task, no timer
         stream.listen_if_needed()
+
+
+_STREAMING: Final = Phase.STREAMING  # a module global: per message, one look-up less than the enum's
+_PASSING: Final = Phase.PASSING
 
 
 async def _raise(exc: Exception) -> None:

@@ -152,20 +152,37 @@ class Stream:
                 return
             if out:
                 data = out[0] if len(out) == 1 else b"".join(out)
-                if data is message["body"] and self.log is None:
-                    await self.deliver(data, now, message)  # the app's own message: no new dict per token
-                else:
+                if self.log is not None:
                     await self.deliver(data, now)
+                else:  # deliver() without a log, inlined: one coroutine less per token (docs/benchmarks.md)
+                    if self._send_timeout:
+                        self.sending_since = now
+                        if self._tell_stuck_at:
+                            self.watcher.want(now + self._send_timeout)
+                    try:  # the app's own message when it is unchanged: no new dict per token
+                        await self.server_send(message if data is message["body"] else _body(data))
+                    except OSError:  # how ASGI >= 2.4 servers say the client is gone
+                        if not self.client_left(cancel_app=False):
+                            raise  # the app hears it, as it would without us
+                        return
+                    finally:
+                        self.sending_since = _NEVER
+                    self.clocks.last_write = now
+                    if self.telemetry is not None:
+                        self.telemetry.frame(len(data))
         finally:
-            gate.release()
+            if gate.waiting is None:
+                gate.busy = False
+            else:
+                gate.release()
         if pipe.coalescer is not None:
             deadline = pipe.deadline()
             if deadline is not None:
                 self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
 
-    async def deliver(self, data: bytes, now: float, message: Message | None = None) -> None:
-        """One frame to the client (through the log first, when resumable), with the gate held.
-        ``message``: the app's own, to forward as it is when ``data`` is its unchanged body."""
+    async def deliver(self, data: bytes, now: float) -> None:
+        """One frame to the client (through the log first, when resumable), with the gate held. The
+        app's own frames without a log take the same steps inlined in :meth:`body`."""
         log = self.log
         if log is not None:
             data = log.append(data)
@@ -179,7 +196,7 @@ class Stream:
                 self.watcher.want(now + self._send_timeout)
         try:
             if log is None:  # a stuck write here is cut by cancelling the app (client_stuck)
-                await self.server_send(_body(data) if message is None else message)
+                await self.server_send(_body(data))
             else:
                 await self._send_cuttable(_body(data))
                 if self.detached:
