@@ -11,11 +11,11 @@ import anyio
 
 
 class SendGate:
-    __slots__ = ("_released", "busy")
+    __slots__ = ("busy", "waiting")
 
     def __init__(self) -> None:
         self.busy = False
-        self._released: anyio.Event | None = None
+        self.waiting: anyio.Event | None = None  # set at the release, when someone waits for it
 
     async def acquire(self) -> None:
         while self.busy:
@@ -30,13 +30,14 @@ class SendGate:
             self.busy = True
 
     def release(self) -> None:
+        """Free the gate (the per-token path inlines this when nobody is ``waiting``)."""
         self.busy = False
-        if self._released is not None:
-            self._released.set()
-            self._released = None
+        if self.waiting is not None:
+            self.waiting.set()
+            self.waiting = None
 
     def released(self) -> anyio.Event:
         """An event set when the send in progress ends."""
-        if self._released is None:
-            self._released = anyio.Event()
-        return self._released
+        if self.waiting is None:
+            self.waiting = anyio.Event()
+        return self.waiting

@@ -28,6 +28,11 @@ from typing import Any, Final
 
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
+try:  # signal.getsignal, without its Enum look-up: that raises and catches a ValueError per call
+    from _signal import getsignal as _raw_getsignal  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # an interpreter without CPython's module
+    _raw_getsignal = signal.getsignal
+
 Schedule = Callable[[Callable[[], None]], object]
 Handler = Callable[[int, FrameType | None], Any]
 
@@ -77,7 +82,7 @@ class ShutdownWatch:
     def install(self) -> None:
         """Chain our handler in front of the current one, unless our link for this loop is already in the
         chain. Main thread only (Python runs signal handlers there, and only it may set them)."""
-        heads = (asyncio._get_running_loop(), *(signal.getsignal(sig) for sig in _SIGNALS))
+        heads = _heads()
         if heads == self._heads:
             return  # nothing moved since we looked: the usual case, every stream after the first
         if threading.current_thread() is not threading.main_thread():
@@ -91,13 +96,19 @@ class ShutdownWatch:
             # SIG_DFL / SIG_IGN / None: no server manages this signal; changing it would change behaviour.
             if callable(previous) and not _linked(previous, self, loop):
                 signal.signal(sig, _Link(self, loop, schedule, previous))
-        self._heads = (asyncio._get_running_loop(), *(signal.getsignal(sig) for sig in _SIGNALS))
+        self._heads = _heads()
 
     def fire(self) -> None:
         """Runs on the event loop, once: end the open streams."""
         if not self.stopping:
             self.stopping = True
             self._on_shutdown()
+
+
+def _heads() -> tuple[object, ...]:
+    """The loop, and the handler in front for each of ``_SIGNALS``: what :meth:`ShutdownWatch.install`
+    compares, per stream."""
+    return (asyncio._get_running_loop(), *map(_raw_getsignal, _SIGNALS))
 
 
 class _Link:

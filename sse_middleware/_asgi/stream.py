@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from .._core import chat, errors
+from .._core import chat, errors, headers
 from .._core.deadlines import FINALIZE_SECONDS, Clocks
 from .._core.dialects.endings import CONTENT_FILTER
 from .._core.errors import ErrorInfo, logger
@@ -51,6 +51,7 @@ class Stream:
         "_forget",
         "_may_listen",
         "_send_timeout",
+        "_tell_stuck_at",
         "_trailers",
         "_write_scope",
         "client_watch",
@@ -110,6 +111,11 @@ class Stream:
         self.failure: Exception | None = None  # a write of ours the server refused
         self.guards: GuardRunner | None = None  # set when the stream has guards
         self._send_timeout = settings.send_timeout  # 0: off
+        # Whether each write must tell the watcher when it will be stuck. Not while heartbeats are no
+        # further apart than the timeout: the watcher then wakes by last_write + heartbeat_interval,
+        # no later than a write in flight is stuck, and from there it looks at stuck_at() itself.
+        beat = pipe.config.heartbeat_interval if pipe.kind == headers.SSE else 0.0
+        self._tell_stuck_at = bool(settings.send_timeout) and not 0 < beat <= settings.send_timeout
         self.sending_since = _NEVER  # when the write in flight began (the watcher gives up on it)
         self._write_scope: anyio.CancelScope | None = None  # a write that client_stuck() may cut
         self._chat: tuple[bytes, bytes, bytes] | None = None  # (path, caller, body) until indexed
@@ -146,19 +152,37 @@ class Stream:
                 return
             if out:
                 data = out[0] if len(out) == 1 else b"".join(out)
-                if data is message["body"] and self.log is None:
-                    await self.deliver(data, now, message)  # the app's own message: no new dict per token
-                else:
+                if self.log is not None:
                     await self.deliver(data, now)
+                else:  # deliver() without a log, inlined: one coroutine less per token (docs/benchmarks.md)
+                    if self._send_timeout:
+                        self.sending_since = now
+                        if self._tell_stuck_at:
+                            self.watcher.want(now + self._send_timeout)
+                    try:  # the app's own message when it is unchanged: no new dict per token
+                        await self.server_send(message if data is message["body"] else _body(data))
+                    except OSError:  # how ASGI >= 2.4 servers say the client is gone
+                        if not self.client_left(cancel_app=False):
+                            raise  # the app hears it, as it would without us
+                        return
+                    finally:
+                        self.sending_since = _NEVER
+                    self.clocks.last_write = now
+                    if self.telemetry is not None:
+                        self.telemetry.frame(len(data))
         finally:
-            gate.release()
-        deadline = pipe.deadline()
-        if deadline is not None:
-            self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
+            if gate.waiting is None:
+                gate.busy = False
+            else:
+                gate.release()
+        if pipe.coalescer is not None:
+            deadline = pipe.deadline()
+            if deadline is not None:
+                self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
 
-    async def deliver(self, data: bytes, now: float, message: Message | None = None) -> None:
-        """One frame to the client (through the log first, when resumable), with the gate held.
-        ``message``: the app's own, to forward as it is when ``data`` is its unchanged body."""
+    async def deliver(self, data: bytes, now: float) -> None:
+        """One frame to the client (through the log first, when resumable), with the gate held. The
+        app's own frames without a log take the same steps inlined in :meth:`body`."""
         log = self.log
         if log is not None:
             data = log.append(data)
@@ -166,13 +190,13 @@ class Stream:
                 self.index_chat()
             if self.detached:
                 return
-        timeout = self._send_timeout
-        if timeout:
+        if self._send_timeout:
             self.sending_since = now
-            self.watcher.want(now + timeout)  # per token: one comparison, the watcher is armed sooner
+            if self._tell_stuck_at:
+                self.watcher.want(now + self._send_timeout)
         try:
             if log is None:  # a stuck write here is cut by cancelling the app (client_stuck)
-                await self.server_send(_body(data) if message is None else message)
+                await self.server_send(_body(data))
             else:
                 await self._send_cuttable(_body(data))
                 if self.detached:
@@ -272,20 +296,34 @@ class Stream:
             self.telemetry.end(time.monotonic(), client_disconnected=self.disconnected, **end)
         try:
             if not self.disconnected:
-                with anyio.move_on_after(self._send_timeout or None) as timer:
+                with self._bound_last_write() as bound:
                     await self.server_send({"type": BODY, "body": data, "more_body": not complete})
                     if complete and self._trailers and (self.ending or end.get("exception")):
                         self._trailers = False  # the app will not send the trailers it declared
                         trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
                         await self.server_send(trailers)
-                if timer.cancelled_caught:
+                if bound.cancelled_caught:
                     self._say_stuck("its last write")
                     self.disconnected = True
         finally:
+            self.sending_since, self._write_scope = _NEVER, None
             if log is not None:
                 self.log = None
                 with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     await log.close(complete)
+
+    def _bound_last_write(self) -> anyio.CancelScope:
+        """The final write's bound by ``send_timeout``. The app's final body is written while the watcher
+        is still on (``CLOSING``): it cuts the write when it is stuck, so the scope needs no deadline of
+        its own (a deadline is a loop timer armed and cancelled per stream). The host's last write comes
+        after the watcher stopped: there the scope keeps its own."""
+        timeout = self._send_timeout
+        if timeout and self.life.phase is Phase.CLOSING and self.watcher.running:
+            self.sending_since = now = time.monotonic()
+            self.watcher.want(now + timeout)
+            self._write_scope = anyio.CancelScope()
+            return self._write_scope
+        return anyio.move_on_after(timeout or None)
 
     def client_left(self, *, cancel_app: bool) -> bool:
         """The client is gone. A resumable stream detaches and its app goes on, unaware; otherwise the
@@ -333,7 +371,14 @@ class Stream:
         not. Nothing more is written to it (the cut write may be half on the wire, and the next would
         only wait again): a resumable stream detaches, its app unaware and producing into the log;
         otherwise the stream ends as on a disconnect, the app cancelled (it cannot know)."""
-        if self.disconnected or self.life.phase is not Phase.STREAMING:
+        if self.disconnected:
+            return
+        if self.life.phase is Phase.CLOSING:  # the app's final body: cut here, said by last_write
+            self.sending_since = _NEVER
+            if self._write_scope is not None:
+                self._write_scope.cancel()
+            return
+        if self.life.phase is not Phase.STREAMING:
             return
         self._say_stuck("a write")
         scope = self._write_scope
@@ -479,10 +524,11 @@ class Stream:
         self.watcher.stop()  # first: nothing of ours may hold the gate or write after this
         if self.guards is not None:
             self.guards.stop()
-        with anyio.CancelScope(shield=True):
-            await self.watcher.join()
-            if self.guards is not None:
-                await self.guards.join()
+        if self.watcher.has_child or self.guards is not None:  # a shielded scope only to wait for one
+            with anyio.CancelScope(shield=True):
+                await self.watcher.join()
+                if self.guards is not None:
+                    await self.guards.join()
         if self.life.phase in LIVE:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self.finish(cancelled, failure or self.failure)

@@ -43,7 +43,9 @@ class StreamTimers:
             if self._handover:
                 return now
             return self._next(stream)
-        if phase in (Phase.CLOSING, Phase.ENDING):
+        if phase is Phase.CLOSING:
+            return min(stream.clocks.stop_at, stream.stuck_at())
+        if phase is Phase.ENDING:
             return stream.clocks.stop_at
         return math.inf
 
@@ -55,9 +57,11 @@ class StreamTimers:
         """Do what is due at ``now``; return the next deadline (inf: none)."""
         stream = self.stream
         life, clocks, settings = stream.life, stream.clocks, stream.settings
+        if life.phase is Phase.CLOSING and now >= stream.stuck_at():
+            stream.client_stuck()  # the app's final body is stuck: its write is cut
         if life.phase in (Phase.CLOSING, Phase.ENDING):  # only the hard stop is left to watch
             if now < clocks.stop_at:
-                return clocks.stop_at
+                return self.peek(now)
             life.hard_stop()  # a client that stopped reading cannot hold a deploy
             return math.inf
         if life.phase is not Phase.STREAMING:

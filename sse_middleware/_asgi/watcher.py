@@ -84,6 +84,11 @@ class Watcher:
         # else the child is inside wake(): it reads _target when it returns
 
     @property
+    def running(self) -> bool:
+        """Not stopped: deadlines given to :meth:`want` will be kept."""
+        return not self._stopped
+
+    @property
     def listening(self) -> bool:
         return self._listener is not None
 
@@ -103,6 +108,11 @@ class Watcher:
             self._handle = None
         if self._scope is not None:
             self._scope.cancel()
+
+    @property
+    def has_child(self) -> bool:
+        """A child task runs: :meth:`join` would wait for it."""
+        return self._done is not None and self._child is not None
 
     async def join(self) -> None:
         if self._done is not None and self._child is not None:

@@ -25,6 +25,10 @@ class Phase(enum.Enum):
     ENDING = "ending"  # the middleware is ending it (error, stall, shutdown, a disconnect the app can't see)
     ENDED = "ended"  # the final body was sent, or the client is gone: the app's time is its own again
 
+    # Enum's own __hash__ is Python code (hash of the name), run at each move's look-up in MOVES and each
+    # test against LIVE; members are singletons compared by identity, so the identity hash is the same key.
+    __hash__ = object.__hash__
+
 
 MOVES: Final[dict[Phase, frozenset[Phase]]] = {
     Phase.WAITING: frozenset({Phase.PASSING, Phase.STREAMING}),

@@ -253,9 +253,10 @@ class Pipeline:
 
     def flush(self) -> list[bytes]:
         """Everything merged so far, before something that cannot merge, or at the end."""
-        if self.coalescer is None:
+        coalescer = self.coalescer
+        if coalescer is None:
             return []
-        out = self._frames(self.coalescer.flush())
+        out = self._frames(coalescer.flush()) if coalescer._parts else []  # asked before every other event
         held = self.dialect.flush()  # e.g. a UTF-8 sequence a text/plain stream never finished, as it came
         if held:
             out.append(held)
