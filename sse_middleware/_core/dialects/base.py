@@ -79,13 +79,15 @@ class Dialect:
     """Whether :meth:`delta` may find anything: the pipeline calls it per event only then."""
     detecting: ClassVar[bool] = False
     """Whether the format is still unknown (the pipeline asks :mod:`.detect` at the next event)."""
-    # The last event whose data was parsed, and what the parse gave: read, info and see ask about the
-    # same event in turn, and the parse is most of what each costs. Kept by identity (the reference keeps
-    # that bytes object alive, so no other event can be mistaken for it); class defaults until the first
-    # parse, so a dialect that never parses allocates nothing for it. What the parse gave is shared by
-    # every reader of the event: none may change it.
-    _parsed_raw: bytes | None = None
-    _parsed: Any = None
+
+    def __init__(self) -> None:
+        # The last event whose data was parsed, and what the parse gave: read, info and see ask about the
+        # same event in turn, and the parse is most of what each costs. Kept by identity (the reference
+        # keeps that bytes object alive, so no other event can be mistaken for it). What the parse gave is
+        # shared by every reader of the event: none may change it. Set here, not as class defaults: an
+        # instance's own attributes are the fast ones to read.
+        self._parsed_raw: bytes | None = None
+        self._parsed: Any = None
 
     def delta(self, raw: bytes) -> Delta | None:
         return None
@@ -155,6 +157,7 @@ class Spliced(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._last: Known | None = None  # the last delta's envelope and key
         self.envelope: Envelope = (b"", b"")  # the same envelope, one object for every delta it answers
         self._text_at = slice(0, 0)  # where the text lies in an event of that envelope (none before one)
@@ -241,6 +244,7 @@ class Text(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def delta(self, raw: bytes) -> Delta | None:
@@ -268,6 +272,7 @@ class PlainText(Dialect):
     envelope: Envelope = (b"", b"")  # the only one: a merged frame is the text's own bytes
 
     def __init__(self) -> None:
+        super().__init__()
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._held = False  # the decoder holds the first bytes of a character
 

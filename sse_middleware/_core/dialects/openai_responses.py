@@ -18,6 +18,7 @@ from ..wire import (
     TEXT,
     Delta,
     Part,
+    loads,
     simple,
     splice,
     string_field,
@@ -56,6 +57,7 @@ class OpenAIResponses(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._names: dict[object, str] = {}  # function_call item id -> the function's name
 
     def part(self, key: Hashable) -> Part:
@@ -83,7 +85,9 @@ class OpenAIResponses(Dialect):
         places = _PLACES.get(event[0]) if event is not None and event[0] is not None else None
         if places is None or event is None:
             return None
-        obj = self.parse(raw, event[1])
+        # Per token, and nothing asks about a delta event after this: only a parse made before (the first
+        # event's info) is looked for, and nothing is kept.
+        obj = self._parsed if raw is self._parsed_raw else loads(event[1])
         if not isinstance(obj, dict) or not isinstance(obj.get("delta"), str) or obj.get("logprobs"):
             return None
         if not obj.keys() <= _COMMON.union(places):

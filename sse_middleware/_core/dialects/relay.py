@@ -140,6 +140,7 @@ class RelayProbe(Generic):
     merges = True  # watches every event; merges none
 
     def __init__(self, field: str, route: RouteRelay, envelope: Envelope) -> None:
+        super().__init__()
         self._field, self._route, self._envelope = field, route, envelope
         self._seen = 0
         self._on = True
