@@ -120,11 +120,18 @@ def simple(raw: bytes) -> tuple[bytes | None, bytes] | None:
 
 def data_object(raw: bytes, name: bytes | None = None) -> dict[str, Any] | None:
     """The JSON object in an event made of one ``data`` line (after an ``event: name`` line if named)."""
+    data = object_data(raw, name)
+    obj = loads(data) if data is not None else None
+    return obj if isinstance(obj, dict) else None
+
+
+def object_data(raw: bytes, name: bytes | None = None) -> bytes | None:
+    """The data :func:`data_object` parses: that of an event made of one ``data`` line (after an
+    ``event: name`` line if named) that starts as a JSON object; None for any other event."""
     event = simple(raw)
     if event is None or event[0] != name or event[1][:1] != b"{":
         return None
-    obj = loads(event[1])
-    return obj if isinstance(obj, dict) else None
+    return event[1]
 
 
 def read_event(raw: bytes) -> Event | None:

@@ -33,6 +33,7 @@ from sse_middleware._core.dialects import (
 from sse_middleware._core.dialects import (
     anthropic as anthropic_module,
 )
+from sse_middleware._core.dialects import base as dialect_base
 from sse_middleware._core.dialects.openai_chat import SpacedOpenAIChat
 from sse_middleware._core.errors import ErrorInfo, shutdown
 from sse_middleware._core.sse import parse
@@ -394,15 +395,14 @@ def test_fast_paths_agree_with_the_full_parse(text: str, index: int, with_usage:
         anthropic_event("content_block_delta", {"index": index, "delta": {"type": kind, field: text}})
     )
     for module, make, data in ((openai_chat, OpenAIChat, chunk), (anthropic_module, Anthropic, event)):
-        parses: list[bytes] = []
-        real_read = module.data_object
+        parses: list[bytes | str] = []
 
-        def counting(raw: bytes, *args: Any, parses: list[bytes] = parses, real: Any = real_read) -> Any:
-            parses.append(raw)
-            return real(raw, *args)
+        def counting(data: bytes | str, parses: list[bytes | str] = parses) -> Any:
+            parses.append(data)
+            return wire.loads(data)
 
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(module, "data_object", counting)
+            mp.setattr(dialect_base, "loads", counting)  # every parse a dialect makes of an event's data
             fast = make().delta(data)
             assert parses == [] or not text  # the regex answered (an empty text is for the parse)
             parses.clear()

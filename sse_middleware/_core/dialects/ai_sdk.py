@@ -18,9 +18,6 @@ from ..wire import (
     TEXT,
     Delta,
     Part,
-    data_object,
-    loads,
-    name_and_data,
     splice,
     string_field,
     with_id,
@@ -60,14 +57,14 @@ class AISDK(Spliced):
         return REASONING if key[0] == "reasoning-delta" else TEXT
 
     def see(self, raw: bytes) -> None:
-        obj = data_object(raw)
+        obj = self.data_object(raw)
         if obj is not None and obj.get("type") == "tool-input-start":
             ident, name = obj.get("toolCallId"), obj.get("toolName")
             if isinstance(ident, str) and isinstance(name, str):
                 self._names[ident] = name
 
     def read(self, raw: bytes) -> Delta | None:
-        obj = data_object(raw)
+        obj = self.data_object(raw)
         kind = obj.get("type") if obj is not None else None
         spec = _PARTS.get(kind) if isinstance(kind, str) else None
         if obj is None or spec is None or len(obj) != 3:
@@ -82,8 +79,7 @@ class AISDK(Spliced):
         return raw.find(b'-delta"') >= 0
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        _, data = name_and_data(raw)
-        obj = loads(data) if data[:1] == b"{" else None
+        obj = self.event_json(raw)
         if not isinstance(obj, dict):
             return None
         if obj.get("type") == "start" and isinstance(obj.get("messageId"), str):

@@ -17,9 +17,6 @@ from ..wire import (
     TEXT,
     Delta,
     Part,
-    data_object,
-    loads,
-    name_and_data,
     splice,
     string_field,
     with_id,
@@ -60,7 +57,7 @@ class Anthropic(Spliced):
         return _PARTS.get(key[1], TEXT) if isinstance(key, tuple) else TEXT
 
     def see(self, raw: bytes) -> None:
-        obj = data_object(raw, b"content_block_start")
+        obj = self.data_object(raw, b"content_block_start")
         block = obj.get("content_block") if obj is not None else None
         if obj is not None and isinstance(block, dict) and isinstance(obj.get("index"), int):
             name = block.get("name")
@@ -73,7 +70,7 @@ class Anthropic(Spliced):
             found = matched(fast, (int(fast.group(1)), fast.group(2).decode() + "_delta"))
             if found is not None:
                 return found
-        obj = data_object(raw, b"content_block_delta")
+        obj = self.data_object(raw, b"content_block_delta")
         delta = obj.get("delta") if obj is not None else None
         if obj is None or not isinstance(delta, dict) or len(delta) != 2:
             return None
@@ -91,8 +88,7 @@ class Anthropic(Spliced):
         return raw.startswith(b"event: content_block_delta")
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        _, data = name_and_data(raw)
-        obj = loads(data)
+        obj = self.event_json(raw, objects_only=False)
         if not isinstance(obj, dict):
             return None
         out: dict[str, Any] = {}

@@ -34,6 +34,9 @@ from ..wire import (
     Part,
     dumps,
     escape,
+    loads,
+    name_and_data,
+    object_data,
     simple,
     unescape,
     with_retry,
@@ -77,6 +80,15 @@ class Dialect:
     detecting: ClassVar[bool] = False
     """Whether the format is still unknown (the pipeline asks :mod:`.detect` at the next event)."""
 
+    def __init__(self) -> None:
+        # The last event whose data was parsed, and what the parse gave: read, info and see ask about the
+        # same event in turn, and the parse is most of what each costs. Kept by identity (the reference
+        # keeps that bytes object alive, so no other event can be mistaken for it). What the parse gave is
+        # shared by every reader of the event: none may change it. Set here, not as class defaults: an
+        # instance's own attributes are the fast ones to read.
+        self._parsed_raw: bytes | None = None
+        self._parsed: Any = None
+
     def delta(self, raw: bytes) -> Delta | None:
         return None
 
@@ -111,6 +123,32 @@ class Dialect:
         """The stream's own error event; None when the format has no in-band channel."""
         return sse_error(info)
 
+    def parse(self, raw: bytes, data: bytes) -> Any:
+        """``loads(data)``, ``data`` being the event ``raw``'s data: parsed once for all that ask."""
+        if raw is self._parsed_raw:
+            return self._parsed
+        value = loads(data)
+        self._parsed_raw, self._parsed = raw, value
+        return value
+
+    def keep(self, raw: bytes, value: Any) -> None:
+        """What a parse of ``raw``'s data gave elsewhere (detection), so that it is not parsed again."""
+        self._parsed_raw, self._parsed = raw, value
+
+    def data_object(self, raw: bytes, name: bytes | None = None) -> dict[str, Any] | None:
+        """:func:`~..wire.data_object`, parsed once for all that ask."""
+        data = object_data(raw, name)
+        value = self.parse(raw, data) if data is not None else None
+        return value if isinstance(value, dict) else None
+
+    def event_json(self, raw: bytes, *, objects_only: bool = True) -> Any:
+        """The JSON in ``raw``'s data, however it is framed (what :meth:`info` reads), parsed once for
+        all that ask; None when it is not JSON (or, ``objects_only``, does not start as an object)."""
+        data = name_and_data(raw)[1]
+        if objects_only and data[:1] != b"{":
+            return None
+        return self.parse(raw, data)
+
 
 class Spliced(Dialect):
     """A JSON format: :meth:`read` finds a delta with a full parse; the next events of the same shape,
@@ -119,6 +157,7 @@ class Spliced(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._last: Known | None = None  # the last delta's envelope and key
         self.envelope: Envelope = (b"", b"")  # the same envelope, one object for every delta it answers
         self._text_at = slice(0, 0)  # where the text lies in an event of that envelope (none before one)
@@ -205,6 +244,7 @@ class Text(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def delta(self, raw: bytes) -> Delta | None:
@@ -232,6 +272,7 @@ class PlainText(Dialect):
     envelope: Envelope = (b"", b"")  # the only one: a merged frame is the text's own bytes
 
     def __init__(self) -> None:
+        super().__init__()
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._held = False  # the decoder holds the first bytes of a character
 

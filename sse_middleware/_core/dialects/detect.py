@@ -72,7 +72,19 @@ def detect(raw: bytes, route: RouteRelay | None = None) -> Dialect | None:
         return Anthropic() if name in _ANTHROPIC_EVENTS else Generic()
     if b'"chat.completion.chunk"' in data[:400]:
         return for_chunk(data)
-    obj = loads(data) if data[:1] == b"{" else None
+    if data[:1] != b"{":
+        if route is not None:
+            route.forget()
+        return Generic()
+    obj = loads(data)
+    found = _by_object(raw, data, obj, route)
+    if not isinstance(found, Generic):  # generic SSE parses nothing: keep nothing for the stream's life
+        found.keep(raw, obj)  # the dialect reads this event next (its info, its delta): one parse for all
+    return found
+
+
+def _by_object(raw: bytes, data: bytes, obj: object, route: RouteRelay | None) -> Dialect:
+    """The dialect of a stream whose first event ``raw`` holds ``data``, that parses to ``obj``."""
     if isinstance(obj, dict):
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and all(_has_delta(c) for c in choices):

@@ -23,9 +23,6 @@ from ..wire import (
     TEXT,
     Delta,
     Part,
-    data_object,
-    loads,
-    name_and_data,
     splice,
     string_field,
     token_counts,
@@ -111,7 +108,7 @@ class OpenAIChat(Spliced):
         return TEXT if key[3] == "content" else REASONING
 
     def see(self, raw: bytes) -> None:
-        obj = data_object(raw)
+        obj = self.data_object(raw)
         if obj is not None:
             self._learn_names(obj)
 
@@ -133,7 +130,7 @@ class OpenAIChat(Spliced):
             found = matched(fast, (fast.group(1).decode(), int(fast.group(2)), None, "content"))
             if found is not None:
                 return found
-        obj = data_object(raw)
+        obj = self.data_object(raw)
         if obj is None or obj.get("usage") or not _scalar(obj.get("id")):
             return None
         choices = obj.get("choices")
@@ -168,8 +165,7 @@ class OpenAIChat(Spliced):
         return raw.find(b'"tool_calls"') >= 0 or raw.find(b'"reasoning') >= 0
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        _, data = name_and_data(raw)
-        obj = loads(data) if data[:1] == b"{" else None
+        obj = self.event_json(raw)
         if not isinstance(obj, dict):
             return None
         out: dict[str, Any] = {"model": obj.get("model"), "response_id": obj.get("id")}

@@ -19,7 +19,6 @@ from ..wire import (
     Delta,
     Part,
     loads,
-    name_and_data,
     simple,
     splice,
     string_field,
@@ -58,6 +57,7 @@ class OpenAIResponses(Dialect):
     merges = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._names: dict[object, str] = {}  # function_call item id -> the function's name
 
     def part(self, key: Hashable) -> Part:
@@ -71,7 +71,7 @@ class OpenAIResponses(Dialect):
         event = simple(raw)
         if event is None or event[0] not in (b"response.output_item.added", b"response.output_item.done"):
             return
-        obj = loads(event[1])
+        obj = self.parse(raw, event[1])
         item = obj.get("item") if isinstance(obj, dict) else None
         if (
             isinstance(item, dict)
@@ -85,7 +85,9 @@ class OpenAIResponses(Dialect):
         places = _PLACES.get(event[0]) if event is not None and event[0] is not None else None
         if places is None or event is None:
             return None
-        obj = loads(event[1])
+        # Per token, and nothing asks about a delta event after this: only a parse made before (the first
+        # event's info) is looked for, and nothing is kept.
+        obj = self._parsed if raw is self._parsed_raw else loads(event[1])
         if not isinstance(obj, dict) or not isinstance(obj.get("delta"), str) or obj.get("logprobs"):
             return None
         if not obj.keys() <= _COMMON.union(places):
@@ -101,8 +103,7 @@ class OpenAIResponses(Dialect):
         return b".delta" in raw[:80]
 
     def info(self, raw: bytes) -> dict[str, Any] | None:
-        _, data = name_and_data(raw)
-        obj = loads(data)
+        obj = self.event_json(raw, objects_only=False)
         response = obj.get("response") if isinstance(obj, dict) else None
         if not isinstance(response, dict):
             return None

@@ -20,7 +20,6 @@ from ..wire import (
     QUOTE,
     Delta,
     Envelope,
-    data_object,
     is_done,
     loads,
     name_and_data,
@@ -125,7 +124,7 @@ class JsonRelay(Spliced):
         return found
 
     def read(self, raw: bytes) -> Delta | None:
-        value: Any = data_object(raw)
+        value: Any = self.data_object(raw)
         for name in self._path:
             value = value.get(name) if isinstance(value, dict) else None
         envelope = splice(self._pattern, raw) if isinstance(value, str) else None
@@ -141,6 +140,7 @@ class RelayProbe(Generic):
     merges = True  # watches every event; merges none
 
     def __init__(self, field: str, route: RouteRelay, envelope: Envelope) -> None:
+        super().__init__()
         self._field, self._route, self._envelope = field, route, envelope
         self._seen = 0
         self._on = True
