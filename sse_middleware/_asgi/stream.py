@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +48,7 @@ class Stream:
     listener of ours may have to read it."""
 
     __slots__ = (
+        "__weakref__",  # its timers' link back (see stream_timers.py)
         "_chat",
         "_forget",
         "_may_listen",
@@ -491,7 +493,14 @@ class Stream:
 
     def hide_disconnects(self) -> None:
         """A resumable stream: the app goes on when its client leaves, and never hears of it."""
-        self.client_watch.hide_disconnects(lambda: self.client_left(cancel_app=False))
+        left = weakref.WeakMethod(self.client_left)  # weak: the watch is the stream's own, a cycle else
+
+        def told() -> None:
+            method = left()
+            if method is not None:
+                method(cancel_app=False)
+
+        self.client_watch.hide_disconnects(told)
 
     # -- shutdown and teardown -------------------------------------------------------------------------
 
@@ -506,7 +515,8 @@ class Stream:
     def release(self) -> None:
         """No longer ours to look after (called once, by the lifecycle): no helper, no shutdown drain."""
         self.watcher.stop()
-        self._forget()
+        forget, self._forget = self._forget, _nothing  # it holds the responder, which holds this stream
+        forget()
 
     async def interrupted(self, failure: Exception | None) -> None:
         """The server stopped waiting for the response (uvicorn's ``--timeout-graceful-shutdown``): send
@@ -529,6 +539,7 @@ class Stream:
                 await self.watcher.join()
                 if self.guards is not None:
                     await self.guards.join()
+        self.guards = None  # its runner holds this stream: kept, the two would be a reference cycle
         if self.life.phase in LIVE:
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self.finish(cancelled, failure or self.failure)
@@ -542,6 +553,10 @@ class Stream:
 
 
 _NEVER: Final = math.inf
+
+
+def _nothing() -> None:
+    return None
 
 
 def _body(data: bytes) -> Message:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,12 +29,21 @@ BODY = "http.response.body"
 
 
 class StreamTimers:
-    __slots__ = ("_due_write", "_handover", "stream")
+    __slots__ = ("_due_write", "_handover", "_stream")
 
     def __init__(self, stream: Stream) -> None:
-        self.stream = stream
+        # Weak: the stream holds these timers and its watcher (whose callbacks are these methods), so a
+        # strong link back would make every stream a reference cycle, freed only by the cyclic GC.
+        self._stream = weakref.ref(stream)
         self._due_write: anyio.CancelScope | None = None  # the watcher's write in flight
         self._handover = False  # a shutdown asked a resumable stream to send its client away
+
+    @property
+    def stream(self) -> Stream:
+        stream = self._stream()
+        if stream is None:  # never: only the stream's own watcher and the stream itself call these
+            raise ReferenceError("the stream of these timers is gone")
+        return stream
 
     def peek(self, now: float) -> float:
         """The next deadline, with nothing done (``<= now``: something is due)."""

@@ -103,6 +103,7 @@ class Watcher:
     def stop(self) -> None:
         """No more wakes; the child (if any) ends at once. :meth:`join` waits for it."""
         self._stopped = True
+        self._listener = None  # a method of the stream's: kept, it would make the two a reference cycle
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
