@@ -9,6 +9,7 @@ arrives, and nothing is injected until it ends.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -241,8 +242,8 @@ class Pipeline:
         return [build(env, piece) for env, piece in pieces]
 
     def deadline(self) -> float | None:
-        coalescer = self.coalescer  # its deadline(), inlined: the responder asks after every token
-        return coalescer._due if coalescer is not None and coalescer._parts else None
+        coalescer = self.coalescer
+        return coalescer.due if coalescer is not None and coalescer.due != math.inf else None
 
     def tick(self, now: float) -> list[bytes]:
         coalescer = self.coalescer
