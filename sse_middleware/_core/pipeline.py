@@ -83,6 +83,12 @@ class Pipeline:
                     return [body]  # sent as it came (a slow stream): the app's own bytes, not a rebuild
                 return self._frames(pieces)
             self._lane = None
+        out = self._read(body, now)
+        self.dialect.forget()  # its last parse served this body's events: an idle stream keeps none
+        return out
+
+    def _read(self, body: bytes, now: float) -> list[bytes]:
+        """:meth:`feed` off the fast lane: frame the body, read its events, merge or forward them."""
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
