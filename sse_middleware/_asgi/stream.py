@@ -177,10 +177,9 @@ class Stream:
                 gate.busy = False
             else:
                 gate.release()
-        if pipe.coalescer is not None:
-            deadline = pipe.deadline()
-            if deadline is not None:
-                self.watcher.want(deadline)  # merged text waits: make sure someone wakes for it
+        coalescer = pipe.coalescer
+        if coalescer is not None and coalescer.due < self.watcher.target:  # inf: nothing is held
+            self.watcher.want(coalescer.due)  # merged text waits: make sure someone wakes for it
 
     async def deliver(self, data: bytes, now: float) -> None:
         """One frame to the client (through the log first, when resumable), with the gate held. The

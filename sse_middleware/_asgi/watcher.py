@@ -49,15 +49,15 @@ class Watcher:
         "_peek",
         "_scope",
         "_stopped",
-        "_target",
         "_wait",
         "_wake",
+        "target",
     )
 
     def __init__(self, wake: Wake, peek: Peek) -> None:
         self._wake = wake
         self._peek = peek
-        self._target = math.inf  # when to look next
+        self.target = math.inf  # when to look next (read it; only want() and the watcher itself move it)
         self._stopped = False
         self._listener: Listen | None = None
         self._child: object | None = None  # the running task, if any
@@ -72,16 +72,16 @@ class Watcher:
     def want(self, when: float) -> None:
         """Make sure the stream is looked at by ``when``. Cheap when ``when`` is no earlier than what is
         already wanted: that is the per-token case."""
-        if when >= self._target or self._stopped:
+        if when >= self.target or self._stopped:
             return
-        self._target = when
+        self.target = when
         if self._loop is not None:
             self._arm(when)
         elif self._child is None:
             self._spawn()
         elif self._wait is not None:
             self._wait.deadline = scope_time(when)
-        # else the child is inside wake(): it reads _target when it returns
+        # else the child is inside wake(): it reads target when it returns
 
     @property
     def running(self) -> bool:
@@ -133,7 +133,7 @@ class Watcher:
             return
         now = time.monotonic()
         target = self._peek(now)
-        self._target = target
+        self.target = target
         if target > now + _SLACK:
             self._arm(target)  # nothing due yet (the app's sends took care of it): look again then
         elif self._child is None:
@@ -159,20 +159,20 @@ class Watcher:
             with anyio.CancelScope() as self._scope:
                 while not self._stopped:
                     now = time.monotonic()
-                    if self._target <= now + _SLACK:
-                        self._target = math.inf  # want() may lower it again while wake() runs
+                    if self.target <= now + _SLACK:
+                        self.target = math.inf  # want() may lower it again while wake() runs
                         after = await self._wake(now)
-                        self._target = min(self._target, after)
+                        self.target = min(self.target, after)
                         continue
                     if self._listener is not None:
                         await self._listen(self._listener)
                     elif self._loop is not None:
-                        self._arm(self._target)  # nothing to do until then: the task ends, the handle waits
+                        self._arm(self.target)  # nothing to do until then: the task ends, the handle waits
                         return
-                    elif self._target == math.inf:
+                    elif self.target == math.inf:
                         return
                     else:
-                        with anyio.CancelScope(deadline=scope_time(self._target)) as self._wait:
+                        with anyio.CancelScope(deadline=scope_time(self.target)) as self._wait:
                             await anyio.sleep_forever()
                         self._wait = None
         except Exception:  # a bug of ours must never take the server down (a trio system task would)
@@ -185,16 +185,16 @@ class Watcher:
 
     async def _listen(self, listener: Listen) -> None:
         if self._loop is not None:
-            self._arm(self._target)  # the handle peeks meanwhile, and interrupts only for due work
+            self._arm(self.target)  # the handle peeks meanwhile, and interrupts only for due work
             deadline = math.inf
         else:
-            deadline = scope_time(self._target)
+            deadline = scope_time(self.target)
         with anyio.CancelScope(deadline=deadline) as self._wait:
             await listener()
             self._listener = None  # it returned on its own: the client left or the app listens
         self._wait = None
         if self._loop is not None and self._listener is not None:  # interrupted: the work is due now
-            self._target = min(self._target, time.monotonic())
+            self.target = min(self.target, time.monotonic())
 
 
 def scope_time(when: float) -> float:

@@ -7,11 +7,11 @@ reader time, so the rules are, in order of precedence:
 * Leading edge: the first text of a stream, and the first after ``max_delay`` of silence (nothing
   emitted or buffered), goes out at once, whole. Coalescing must never add to time-to-first-token.
 * Deadline: no character waits longer than ``max_delay``. Each buffered piece keeps its arrival time;
-  at the deadline (``_due`` while anything is buffered: the pipeline reads it after every token, so it is
-  an attribute, not a method) every overdue character goes out, and the cut is then *extended* to the
-  best safe cut point (see :func:`markdown.best_cut`) at or after them, so frames end on block, line,
-  sentence or word boundaries whenever the buffer offers one. The remainder's deadline is its own oldest
-  arrival.
+  at the deadline (:attr:`Coalescer.due`, ``inf`` when nothing is buffered: the shell reads it after
+  every token, so it is an attribute, not a method) every overdue character goes out, and the cut is
+  then *extended* to the best safe cut point (see :func:`markdown.best_cut`) at or after them, so
+  frames end on block, line, sentence or word boundaries whenever the buffer offers one. The
+  remainder's deadline is its own oldest arrival.
 * Hold only when it pays: while the stream's own recent gaps (an EWMA) are longer than
   :data:`DIRECT_FRACTION` of ``max_delay``, a delta that finds the buffer empty goes out at once, as the
   leading edge does, and no deadline is set: at that rate a window would merge under two tokens a frame
@@ -27,6 +27,7 @@ waiting for its continuation, then sent anyway. So the bound for those few chara
 
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 from typing import Generic, TypeVar
 
@@ -62,7 +63,6 @@ class Coalescer(Generic[K, E]):
         "_bytes",
         "_delay",
         "_direct",
-        "_due",
         "_early",
         "_gap",
         "_grace",
@@ -73,6 +73,7 @@ class Coalescer(Generic[K, E]):
         "_seen",
         "_state",
         "_states",
+        "due",
     )
 
     def __init__(self, max_delay: float, max_bytes: int) -> None:
@@ -88,7 +89,7 @@ class Coalescer(Generic[K, E]):
         self._parts: list[tuple[str, float, E, int]] = []
         self._bytes = 0
         self._key: object = None
-        self._due = 0.0  # valid while _parts is non-empty
+        self.due = math.inf  # when the oldest buffered text must go out; inf: nothing is buffered
         self._grace = False  # the head is an overdue incomplete grapheme, given one extra max_delay
         # Last time text was emitted (leading edge). Buffered text always goes out later than it came, so
         # when the buffer is empty this is also the last time text was buffered.
@@ -133,7 +134,7 @@ class Coalescer(Generic[K, E]):
                 now = parts[-1][1]  # arrival times must not go backwards, or a deadline could too
             if self._grace:  # new text may complete the held grapheme: re-cut at once
                 self._grace = False
-                self._due = parts[0][1]
+                self.due = parts[0][1]
         else:
             last = self._last
             if last is None or now - last >= self._delay:
@@ -149,18 +150,18 @@ class Coalescer(Generic[K, E]):
                 self._seen = self._last = self._arrived = now
                 self._state.advance(text)
                 return [(envelope, text)]
-            self._due = now + self._delay
+            self.due = now + self._delay
             self._grace = False
         size = len(text) if text.isascii() else _utf8_len(text)
         parts.append((text, now, envelope, size))
         self._bytes += size
-        early = self._due - self._early
+        early = self.due - self._early
         if now < early and self._bytes < self._max:
             return None
         out: list[tuple[E, str]] = []
         if now >= early:
             # What is due by then, and at least the head (whose deadline it is: no rounding may leave it).
-            self._cut(now, out, max(now + self._early, self._due))
+            self._cut(now, out, max(now + self._early, self.due))
         if self._bytes >= self._max:
             self._shrink(now, out)
         return out
@@ -170,7 +171,7 @@ class Coalescer(Generic[K, E]):
         if now > self._seen:
             self._seen = now
         out: list[tuple[E, str]] = []
-        if self._parts and now >= self._due:
+        if now >= self.due:  # inf while nothing is buffered
             self._cut(now, out)
         return out
 
@@ -217,7 +218,7 @@ class Coalescer(Generic[K, E]):
             out.append(self._take(text, cut, now))
         if self._parts:
             self._grace = grace
-            self._due = self._parts[0][1] + (2 * d if grace else d)
+            self.due = self._parts[0][1] + (2 * d if grace else d)
 
     def _shrink(self, now: float, out: list[tuple[E, str]]) -> None:
         """Size cut: keep at most half the buffer, cut at the best point; never leave it at max_bytes."""
@@ -228,7 +229,7 @@ class Coalescer(Generic[K, E]):
             out.append(self._take(text, cut, now))
         if self._parts:
             self._grace = False
-            self._due = self._parts[0][1] + self._delay
+            self.due = self._parts[0][1] + self._delay
 
     def _take(self, text: str, cut: int, now: float) -> tuple[E, str]:
         """Remove ``text[:cut]`` (all of it when ``cut`` is -1 or len) from the buffer and return it as a
@@ -240,6 +241,7 @@ class Coalescer(Generic[K, E]):
             self._arrived = parts[-1][1]
             parts.clear()
             self._bytes = 0
+            self.due = math.inf
         else:
             piece = text[:cut]
             # From the end: a cut usually falls in one of the last parts (the last word is kept).

@@ -45,7 +45,7 @@ class GuardedPipeline(Pipeline):
         self.overflowed = False  # an event grew past max_event_bytes (see _too_large)
         self.overflow_allowed = False  # guard_failure="allow": such an event streams through unchecked
 
-    def feed(self, body: bytes, now: float) -> list[bytes]:
+    def _read(self, body: bytes, now: float) -> list[bytes]:
         self._now = now
         if self.fault:
             return []

@@ -9,6 +9,7 @@ arrives, and nothing is injected until it ends.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -82,6 +83,12 @@ class Pipeline:
                     return [body]  # sent as it came (a slow stream): the app's own bytes, not a rebuild
                 return self._frames(pieces)
             self._lane = None
+        out = self._read(body, now)
+        self.dialect.forget()  # its last parse served this body's events: an idle stream keeps none
+        return out
+
+    def _read(self, body: bytes, now: float) -> list[bytes]:
+        """:meth:`feed` off the fast lane: frame the body, read its events, merge or forward them."""
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
@@ -241,8 +248,8 @@ class Pipeline:
         return [build(env, piece) for env, piece in pieces]
 
     def deadline(self) -> float | None:
-        coalescer = self.coalescer  # its deadline(), inlined: the responder asks after every token
-        return coalescer._due if coalescer is not None and coalescer._parts else None
+        coalescer = self.coalescer
+        return coalescer.due if coalescer is not None and coalescer.due != math.inf else None
 
     def tick(self, now: float) -> list[bytes]:
         coalescer = self.coalescer

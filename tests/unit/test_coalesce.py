@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,9 +22,10 @@ D = 0.0625  # max_delay of the unit tests: a binary fraction, so deadlines are e
 
 
 def deadline(c: Coalescer[Any, Any]) -> float | None:
-    """When the timer must tick ``c``, read as the pipeline reads it after every token (``_due``, valid
-    while text is buffered); None when nothing is."""
-    return c._due if c._parts else None
+    """When the timer must tick ``c``, read as the shell reads it after every token (``due``); None when
+    nothing is buffered. ``due`` is inf exactly then: the shell's only test before it wants a wake."""
+    assert (c.due == math.inf) == (not c._parts)
+    return None if c.due == math.inf else c.due
 
 
 def test_leading_edge_then_merge_then_deadline() -> None:

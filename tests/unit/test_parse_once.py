@@ -115,3 +115,21 @@ def test_an_equal_event_in_another_bytes_object_is_parsed_anew() -> None:
     assert first == again == second
     assert len(parses) == 2
 
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain", "guarded"])
+def test_a_stream_keeps_no_parse_between_bodies(guarded: bool) -> None:
+    """The parse served the body's own events: an idle stream (its role chunk sent, nothing since) holds
+    no parsed object, which would be its memory for as long as it idles."""
+    from sse_middleware._core.guarded import GuardedPipeline
+
+    core = StreamingSettings().core()
+    observed = Observed()
+    pipe = (
+        GuardedPipeline("sse", core, observed, hold=False, scope={})
+        if guarded
+        else Pipeline("sse", core, observed)
+    )
+    pipe.feed(ROLE, 0.0)
+    assert pipe.dialect.name == "openai"
+    assert pipe.dialect._parsed_raw is None and pipe.dialect._parsed is None

@@ -131,6 +131,10 @@ class Dialect:
         self._parsed_raw, self._parsed = raw, value
         return value
 
+    def forget(self) -> None:
+        """Drop the last parse (the pipeline is done with the events it was for)."""
+        self._parsed_raw = self._parsed = None
+
     def keep(self, raw: bytes, value: Any) -> None:
         """What a parse of ``raw``'s data gave elsewhere (detection), so that it is not parsed again."""
         self._parsed_raw, self._parsed = raw, value
