@@ -263,10 +263,11 @@ class Pipeline:
         coalescer = self.coalescer
         if coalescer is None:
             return []
-        out = self._frames(coalescer.flush()) if coalescer._parts else []  # asked before every other event
-        held = self.dialect.flush()  # e.g. a UTF-8 sequence a text/plain stream never finished, as it came
-        if held:
-            out.append(held)
+        out = self._frames(coalescer.flush()) if coalescer.due != math.inf else []  # before every other event
+        if self._plain is not None:  # a UTF-8 sequence a text/plain stream never finished, as it came
+            held = self._plain.flush()
+            if held:
+                out.append(held)
         return out
 
     def close(self) -> list[bytes]:
