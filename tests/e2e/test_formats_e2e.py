@@ -14,7 +14,7 @@ from ..support.apps import TOKENS
 from ..support.clients import read_stream
 from ..support.formats import TOOL_ARGS, events_per_key, read
 from ..support.node import run_node
-from ..support.servers import Server, uvicorn
+from ..support.servers import Server, served_and_bare, uvicorn
 
 pytestmark = pytest.mark.timeout(180)
 APP = "tests.support.apps_formats:app"
@@ -33,16 +33,7 @@ ROWS = {
 }
 
 
-@pytest.fixture(scope="module")
-def ours() -> Any:
-    with uvicorn(APP) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def bare() -> Any:
-    with uvicorn(APP, {"TEST_WRAP": "0"}) as server:
-        yield server
+ours, bare = served_and_bare(APP)
 
 
 def url(server: Server, path: str, **query: Any) -> str:

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from ..support.servers import Server, uvicorn
+from ..support.servers import Server, served_and_bare
 from .test_formats_e2e import read_ui, url
 
 pytestmark = pytest.mark.timeout(120)
@@ -21,16 +21,7 @@ MESSAGES: Any = [{"role": "user", "content": "hi"}]
 QUERY = {"n": 40, "delay": 0.003}
 
 
-@pytest.fixture(scope="module")
-def ours() -> Any:
-    with uvicorn(APP) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def bare() -> Any:
-    with uvicorn(APP, {"TEST_WRAP": "0"}) as server:
-        yield server
+ours, bare = served_and_bare(APP)
 
 
 def _chat(server: Server) -> tuple[str, list[str | None]]:

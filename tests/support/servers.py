@@ -120,6 +120,24 @@ def uvicorn(
     return launch("uvicorn", cmd, port, env)
 
 
+def served_and_bare(app: str) -> tuple[Any, Any]:
+    """Module fixtures ``(ours, bare)``: uvicorn serving ``app`` with the middleware, and the same app
+    without it (``TEST_WRAP=0``), the control. Bind both names in the test module:
+    ``ours, bare = served_and_bare(APP)``."""
+
+    @pytest.fixture(scope="module")
+    def ours() -> Iterator[Server]:
+        with uvicorn(app) as server:
+            yield server
+
+    @pytest.fixture(scope="module")
+    def bare() -> Iterator[Server]:
+        with uvicorn(app, {"TEST_WRAP": "0"}) as server:
+            yield server
+
+    return ours, bare
+
+
 def uvicorn_command(app: str, port: int, *extra: str) -> list[str]:
     host = ["--host", "127.0.0.1", "--port", str(port)]
     return [sys.executable, "-m", "uvicorn", app, *host, "--app-dir", str(ROOT), "--no-access-log", *extra]

@@ -47,12 +47,17 @@ def _leaf() -> st.SearchStrategy[Any]:
     )
 
 
+def _objects(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Object schemas over ``inner``, spelled the same in every draft."""
+    return st.fixed_dictionaries(
+        {"type": st.just("object"), "properties": st.dictionaries(NAMES, inner, max_size=3)},
+        optional={"required": st.lists(NAMES, max_size=2, unique=True),
+                  "additionalProperties": st.one_of(st.just(False), inner)})
+
+
 def _compound(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.fixed_dictionaries(
-            {"type": st.just("object"), "properties": st.dictionaries(NAMES, inner, max_size=3)},
-            optional={"required": st.lists(NAMES, max_size=2, unique=True),
-                      "additionalProperties": st.one_of(st.just(False), inner)}),
+        _objects(inner),
         st.fixed_dictionaries({"type": st.just("array")},
                               optional={"items": inner, "prefixItems": st.lists(inner, max_size=2),
                                         "minItems": SMALL, "maxItems": SMALL}),
@@ -168,10 +173,7 @@ def test_a_wrong_kind_faults_at_its_first_character(data: st.DataObject) -> None
 def _compound_draft7(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """Draft 7's spellings: array-form ``items`` with ``additionalItems``, no ``prefixItems``."""
     return st.one_of(
-        st.fixed_dictionaries(
-            {"type": st.just("object"), "properties": st.dictionaries(NAMES, inner, max_size=3)},
-            optional={"required": st.lists(NAMES, max_size=2, unique=True),
-                      "additionalProperties": st.one_of(st.just(False), inner)}),
+        _objects(inner),
         st.fixed_dictionaries({"type": st.just("array"), "items": st.lists(inner, max_size=3)},
                               optional={"additionalItems": inner, "maxItems": SMALL}),
         st.fixed_dictionaries({"type": st.just("array")}, optional={"items": inner, "minItems": SMALL}),
