@@ -202,23 +202,22 @@ class Responder:
         core = self.middleware.core if settings is self.middleware.settings else settings.core()
         guards = (*self.middleware.guards, *extra)
         relay = self.middleware.relays.for_route(self.scope)
-        pipe: Pipeline
-        if guards:
-            hold = settings.guard_mode == "hold"
-            pipe = GuardedPipeline(
+        app_headers = message.get("headers", ())
+        guarded = (
+            GuardedPipeline(
                 kind,
                 core,
                 telemetry,
-                hold=hold,
+                hold=settings.guard_mode == "hold",
                 scope=self.scope,
-                headers=message.get("headers", ()),
+                headers=app_headers,
                 relay=relay,
                 check=check,
             )
-        else:
-            pipe = Pipeline(
-                kind, core, telemetry, headers=message.get("headers", ()), relay=relay, check=check
-            )
+            if guards
+            else None
+        )
+        pipe = guarded or Pipeline(kind, core, telemetry, headers=app_headers, relay=relay, check=check)
         stream = self.stream = Stream(
             self.life,
             settings,
@@ -230,8 +229,8 @@ class Responder:
             forget=functools.partial(self.middleware.forget, self),
             may_listen=not _reports_disconnect_on_send(self.scope),
         )
-        if isinstance(pipe, GuardedPipeline):
-            stream.guards = GuardRunner(stream, pipe, guards)
+        if guarded is not None:
+            stream.guards = GuardRunner(stream, guarded, guards)
         self.life.stream(stream.release)
         if settings.resume and kind == headers.SSE:
             # The span is made now: the log links it.

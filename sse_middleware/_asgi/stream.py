@@ -372,19 +372,15 @@ class Stream:
         not. Nothing more is written to it (the cut write may be half on the wire, and the next would
         only wait again): a resumable stream detaches, its app unaware and producing into the log;
         otherwise the stream ends as on a disconnect, the app cancelled (it cannot know)."""
-        if self.disconnected:
+        phase = self.life.phase
+        if self.disconnected or (phase is not Phase.STREAMING and phase is not Phase.CLOSING):
             return
-        if self.life.phase is Phase.CLOSING:  # the app's final body: cut here, said by last_write
+        if self._write_scope is not None:
+            self._write_scope.cancel()
+        if phase is Phase.CLOSING:  # the app's final body: last_write says it and ends the stream
             self.sending_since = _NEVER
-            if self._write_scope is not None:
-                self._write_scope.cancel()
-            return
-        if self.life.phase is not Phase.STREAMING:
             return
         self._say_stuck("a write")
-        scope = self._write_scope
-        if scope is not None:
-            scope.cancel()
         self.client_left(cancel_app=True)
 
     def _say_stuck(self, what: str) -> None:
