@@ -13,9 +13,7 @@ for blocking work). An async guard runs under ``anyio.fail_after(guard_timeout)`
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
-import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +29,7 @@ from .._core.lifecycle import Phase
 from .._exceptions import Blocked, ConfigError
 from .._settings import SCOPE_KEY
 from .._types import Message
+from .watcher import spawn_child
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -147,14 +146,7 @@ class GuardRunner:
         """Start the check task when a check is due and none runs."""
         if self._child is None and not self._stopped and not self.pipe.gate.idle:
             self._done = anyio.Event()
-            loop = asyncio._get_running_loop()
-            if loop is not None:
-                self._child = loop.create_task(self._run())
-            else:
-                trio: Any = sys.modules["trio"]  # only ever here when the app runs on trio
-                self._child = trio.lowlevel.spawn_system_task(
-                    self._run, name="sse_middleware guard", context=contextvars.copy_context()
-                )
+            self._child = spawn_child(self._run, "sse_middleware guard", asyncio._get_running_loop())
 
     async def _run(self) -> None:
         stream, pipe = self.stream, self.pipe

@@ -21,7 +21,7 @@ import contextvars
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -146,13 +146,7 @@ class Watcher:
 
     def _spawn(self) -> None:
         self._done = anyio.Event()
-        if self._loop is not None:
-            self._child = self._loop.create_task(self._run())
-        else:
-            trio: Any = sys.modules["trio"]  # only ever here when the app runs on trio
-            self._child = trio.lowlevel.spawn_system_task(
-                self._run, name="sse_middleware watcher", context=contextvars.copy_context()
-            )
+        self._child = spawn_child(self._run, "sse_middleware watcher", self._loop)
 
     async def _run(self) -> None:
         try:
@@ -195,6 +189,18 @@ class Watcher:
         self._wait = None
         if self._loop is not None and self._listener is not None:  # interrupted: the work is due now
             self.target = min(self.target, time.monotonic())
+
+
+def spawn_child(
+    run: Callable[[], Coroutine[Any, Any, None]], name: str, loop: asyncio.AbstractEventLoop | None
+) -> object:
+    """Start ``run()`` beside the caller's task, in no task group (see the module's docstring): a task
+    on ``loop`` (asyncio), or with none, a trio system task in a copy of the current context. The
+    caller joins it before its stream ends."""
+    if loop is not None:
+        return loop.create_task(run())
+    trio: Any = sys.modules["trio"]  # only ever here when the app runs on trio
+    return trio.lowlevel.spawn_system_task(run, name=name, context=contextvars.copy_context())
 
 
 def scope_time(when: float) -> float:

@@ -85,7 +85,7 @@ class GuardedPipeline(Pipeline):
     def _feed_events(self, events: list[bytes], now: float) -> list[bytes]:
         dialect = self.dialect
         if dialect.detecting:
-            dialect = self._detect(b"".join(events))
+            dialect = self._detect(events, b"".join(events))
             if dialect.detecting:
                 for raw in events:
                     self.gate.event(raw)

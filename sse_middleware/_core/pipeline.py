@@ -104,17 +104,17 @@ class Pipeline:
             return out
         if not blob:
             return []
+        events = _events(blob)  # one split for every reader: the dialect's parse is kept by identity
         dialect = self.dialect
         if dialect.detecting:
-            dialect = self._detect(blob)
+            dialect = self._detect(events, blob)
             if dialect.detecting:
                 return [blob]
         coalescer = self.coalescer
         if self.check is not None:
-            return self._feed_checked(dialect, coalescer, blob, now)
+            return self._feed_checked(dialect, coalescer, events, now)
         if coalescer is None:
             if self.observer is not None:  # each event on its own: content may follow message_start in a send
-                events = _events(blob)
                 for raw in events:
                     self._observe(dialect, raw, now)
                 if len(events) == 1 and not framer.pending and isinstance(dialect, Spliced):
@@ -122,7 +122,7 @@ class Pipeline:
             return [blob]
         out = []
         merged = False
-        for raw in _events(blob):
+        for raw in events:
             delta = dialect.delta(raw)
             merged = delta is not None and bool(delta.text)
             if delta is not None and merged:
@@ -162,7 +162,7 @@ class Pipeline:
         return self._frames(pieces) if pieces else []
 
     def _feed_checked(
-        self, dialect: Dialect, coalescer: Coalescer[Any, Envelope] | None, blob: bytes, now: float
+        self, dialect: Dialect, coalescer: Coalescer[Any, Envelope] | None, events: list[bytes], now: float
     ) -> list[bytes]:
         """:meth:`feed`'s events with the output check: each delta's text is checked before it merges
         (or, not merging, before its event goes out as it came); at a fault, only the text before the
@@ -171,7 +171,7 @@ class Pipeline:
         check = self.check
         if self.fault or check is None:
             return out
-        for raw in _events(blob):
+        for raw in events:
             delta = dialect.delta(raw)
             if delta is None or not delta.text:
                 dialect.see(raw)  # a tool call's name, for its arguments' schema
@@ -195,9 +195,10 @@ class Pipeline:
                 break
         return out
 
-    def _detect(self, blob: bytes) -> Dialect:
-        """The dialect, from the first event with data in ``blob``; still undetected if it has none."""
-        for raw in _events(blob):
+    def _detect(self, events: list[bytes], blob: bytes) -> Dialect:
+        """The dialect, from the first of ``events`` (``blob``, split) with data; still undetected if none
+        has any."""
+        for raw in events:
             found = detect(raw, self._relay)
             if found is not None:
                 break

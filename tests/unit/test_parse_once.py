@@ -4,6 +4,7 @@ telemetry's info, the tool names a format learns), and every answer is what a pa
 from __future__ import annotations
 
 import importlib
+import json
 from collections import Counter
 from typing import Any
 
@@ -133,3 +134,34 @@ def test_a_stream_keeps_no_parse_between_bodies(guarded: bool) -> None:
     pipe.feed(ROLE, 0.0)
     assert pipe.dialect.name == "openai"
     assert pipe.dialect._parsed_raw is None and pipe.dialect._parsed is None
+
+
+def test_a_guarded_stream_parses_each_event_once_too() -> None:
+    """With guards the stream's ending also reads events (the chunk head for a content_filter ending):
+    it shares the dialect's parse, so the role and finish chunks are still parsed once each."""
+    from sse_middleware._core.guarded import GuardedPipeline
+
+    pipe = GuardedPipeline("sse", StreamingSettings().core(), Observed(), hold=False, scope={})
+    parses: list[bytes | str] = []
+
+    def loads(data: bytes | str) -> Any:
+        parses.append(data)
+        return json.loads(data)
+
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (wire, dialect_base, detect_module):  # the endings read through wire's
+            mp.setattr(module, "loads", loads)
+        for now, raw in enumerate((ROLE, TOKEN, FINISH, DONE)):
+            pipe.feed(raw, float(now))
+    assert sorted(parses) == sorted((ROLE[6:-2], FINISH[6:-2]))
+
+
+@pytest.mark.parametrize("coalesce", [True, False])
+def test_a_body_of_several_events_parses_each_once(coalesce: bool) -> None:
+    """The first body holds the whole stream: detection and the reads share one split of it, so the
+    parse detection made of the role chunk is the one its read finds."""
+    pipe = Pipeline("sse", StreamingSettings(coalesce=coalesce).core(), Observed())  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as mp:
+        parses = counting(mp)
+        pipe.feed(ROLE + TOKEN + FINISH + DONE, 0.0)
+    assert sorted(parses) == sorted((ROLE[6:-2], FINISH[6:-2]))

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from ..errors import ErrorInfo
 from ..sse import Event, encode
-from ..wire import data_object, dumps, simple
+from ..wire import dumps, simple
 from .base import Dialect, sse_error
 
 CONTENT_FILTER: Final = "content_filter"
@@ -33,7 +33,11 @@ def _detail(info: ErrorInfo) -> dict[str, Any]:
 
 
 class Ending:
-    """Generic SSE: an error event of type ``content_filter``."""
+    """Generic SSE: an error event of type ``content_filter``. ``dialect``: the stream's, whose parse of
+    an event is shared with what the ending reads of it (each event is parsed once)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
 
     def see(self, raw: bytes) -> None:
         """An event that went into the gate (cheap byte checks: called for every event)."""
@@ -48,12 +52,13 @@ class NoEnding(Ending):
 
 
 class ChatEnding(Ending):
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         self._head: dict[str, Any] | None = None
 
     def see(self, raw: bytes) -> None:
         if self._head is None and b'"id"' in raw:
-            obj = data_object(raw)
+            obj = self._dialect.data_object(raw)
             if obj is not None and isinstance(obj.get("id"), str):
                 self._head = {k: obj[k] for k in ("id", "created", "model", "system_fingerprint") if k in obj}
 
@@ -75,14 +80,15 @@ class ChatEnding(Ending):
 
 
 class AnthropicEnding(Ending):
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         self._open: set[int] = set()
 
     def see(self, raw: bytes) -> None:
         if b"content_block_st" not in raw:
             return
         for name, opens in ((b"content_block_start", True), (b"content_block_stop", False)):
-            obj = data_object(raw, name)
+            obj = self._dialect.data_object(raw, name)
             if obj is not None and isinstance(obj.get("index"), int):
                 (self._open.add if opens else self._open.discard)(obj["index"])
 
@@ -103,7 +109,8 @@ class AnthropicEnding(Ending):
 
 
 class ResponsesEnding(Ending):
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         self._response: dict[str, Any] | None = None
         self._sequence = 0
 
@@ -113,7 +120,7 @@ class ResponsesEnding(Ending):
             self._sequence = max(self._sequence, int(found.group(1)))
         if self._response is None and b"response.created" in raw:
             event = simple(raw)
-            obj = data_object(raw, event[0]) if event is not None else None
+            obj = self._dialect.data_object(raw, event[0]) if event is not None else None
             if obj is not None and isinstance(obj.get("response"), dict):
                 self._response = obj["response"]
 
@@ -133,14 +140,15 @@ class UIMessageEnding(Ending):
     the schema's own ``finishReason: "content-filter"`` (its chunk objects are loose: the detail rides
     along), and ``[DONE]``."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         self._open: dict[str, str] = {}  # id -> the part's end type, for parts started and not ended
         self._step = False
 
     def see(self, raw: bytes) -> None:
         if b"-start" not in raw and b"-end" not in raw and b"-step" not in raw:
             return
-        obj = data_object(raw)
+        obj = self._dialect.data_object(raw)
         kind = obj.get("type") if obj is not None else None
         if obj is None or not isinstance(kind, str):
             return
@@ -174,5 +182,5 @@ _BY_NAME: Final[dict[str, type[Ending]]] = {
 def ending_for(dialect: Dialect) -> Ending:
     """A fresh ending for ``dialect`` (by name: subclasses such as spaced OpenAI chunks share it)."""
     if dialect.error_event(ErrorInfo(CONTENT_FILTER, "", "")) is None:
-        return NoEnding()
-    return _BY_NAME.get(dialect.name, Ending)()
+        return NoEnding(dialect)
+    return _BY_NAME.get(dialect.name, Ending)(dialect)
