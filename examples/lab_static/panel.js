@@ -111,8 +111,11 @@ class Panel {
           "to the client this looks exactly like a network failure." };
         this.log(t, "err", `connection dropped (${exc.message})`);
       }
-      this.marks.push({ t, kind: "err" });
-      this.snap(t, { status: "error", end: t, error });
+      // A guard that stopped the answer is the content filter doing its job, as the format's own
+      // ending says: the run stopped, it did not fail.
+      const status = exc.kind === "filter" ? "stopped" : "error";
+      this.marks.push({ t, kind: status === "stopped" ? "stop" : "err" });
+      this.snap(t, { status, end: t, error });
     } finally {
       clearTimeout(timer);
       clearTimeout(dropTimer);
@@ -212,7 +215,7 @@ class Panel {
       content.classList.toggle("streaming", streaming && s.len > 0);
       if (follow) content.scrollTop = content.scrollHeight;
       this.root.dataset.state = s.status;
-      this.$(".status").textContent = { idle: "idle", waiting: "waiting", streaming: "streaming", done: "done", error: "failed" }[s.status];
+      this.$(".status").textContent = { idle: "idle", waiting: "waiting", streaming: "streaming", done: "done", stopped: "stopped", error: "failed" }[s.status];
       const box = this.$(".error");
       box.hidden = !s.error;
       if (s.error) box.innerHTML = `<strong>${MD.esc(s.error.title)}</strong> ${MD.esc(s.error.message)}` +
@@ -231,7 +234,7 @@ class Panel {
     this.setMetric("ttft", ttft === undefined ? "–" : ttft === null ? fmtS(t) + "…" : fmtS(ttft), ttft ? grade(ttft, 1, 10) : "pending");
     const feltAt = this.spec.stream ? s.ttft : s.end !== null && s.status === "done" ? s.end : null;
     if (feltAt !== null) this.setMetric("felt", fmtS(feltAt), grade(feltAt, 1, 10));
-    else if (s.status === "error") this.setMetric("felt", s.end !== null ? fmtS(s.end) + " ✕" : "–", "bad");
+    else if (s.status === "error" || s.status === "stopped") this.setMetric("felt", s.end !== null ? fmtS(s.end) + " ✕" : "–", "bad");
     else this.setMetric("felt", active ? fmtS(t) + "…" : "–", "pending");
   }
 
@@ -253,14 +256,14 @@ class Panel {
     g.fillStyle = color("--track");
     g.fillRect(0, h / 2 - dpr, w, 2 * dpr);
     const x = (t) => Math.min(w - dpr, (t / Math.max(tMax, 0.001)) * w);
-    const style = { frame: ["--muted", 0.45], text: ["--accent", 0.8], hb: ["--amber", 1], err: ["--red", 1], end: ["--ink", 0.7],
+    const style = { frame: ["--muted", 0.45], text: ["--accent", 0.8], hb: ["--amber", 1], err: ["--red", 1], stop: ["--amber", 1], end: ["--ink", 0.7],
       drop: ["--red", 1], resume: ["--green", 1] };
     for (const m of this.marks) {
       const [v, frac] = style[m.kind];
       g.fillStyle = color(v);
       g.globalAlpha = m.t > cursor ? 0.25 : 1;
       const hh = h * frac;
-      g.fillRect(x(m.t), (h - hh) / 2, ["err", "hb", "drop", "resume"].includes(m.kind) ? 3 * dpr : Math.max(1, dpr), hh);
+      g.fillRect(x(m.t), (h - hh) / 2, ["err", "stop", "hb", "drop", "resume"].includes(m.kind) ? 3 * dpr : Math.max(1, dpr), hh);
     }
     g.globalAlpha = 1;
     if (this.s.ttft !== null && this.s.ttft <= cursor) {

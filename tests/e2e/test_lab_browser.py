@@ -190,7 +190,9 @@ def test_guarded_answer_raw_shows_the_credential_the_middleware_ends_at_the_filt
     assert page.get_attribute('[data-panel="raw"]', "data-state") == "done"
     mine = content(page, "mw")
     assert mine and "sk-" not in mine, "the text before the filter, and nothing of the key"
-    assert page.get_attribute('[data-panel="mw"]', "data-state") == "error"
+    # A guard doing its job reads as stopped, not failed (the format's own content-filter ending).
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "stopped"
+    assert page.inner_text('[data-panel="mw"] .status').lower() == "stopped"
     box = page.inner_text('[data-panel="mw"] .error')
     assert "Stopped by a guard" in box and "credential" in box
     assert page.locator("#log .log-err").filter(has_text="content_filter").count() == 1
