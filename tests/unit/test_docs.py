@@ -59,3 +59,13 @@ def test_the_checks_see_a_missing_command_and_a_missing_link() -> None:
     assert QUICKSTART[0] in _shell_lines(page) and QUICKSTART[1] not in _shell_lines(page)
     assert _relative_links(page + "[PyPI](https://pypi.org/) [up](#top)") == {"docs/settings.md"}
     assert "docs/settings.md" in _nav_pages()
+
+
+def test_every_example_the_manual_names_is_started_by_the_tests() -> None:
+    """docs/index.md says of its examples: "each runnable and started by the tests"."""
+    named = set(re.findall(r"examples/(\w+\.py)", (ROOT / "docs" / "index.md").read_text(encoding="utf-8")))
+    tests = (ROOT / "tests" / "e2e" / "test_examples.py").read_text(encoding="utf-8")
+    started = set(re.findall(r'example\("(\w+\.py)"\)', tests))
+    assert len(named) >= 5, named  # the page was read
+    assert not {name for name in named if not (ROOT / "examples" / name).exists()}
+    assert named <= started, f"named on the page, started by no test: {sorted(named - started)}"
