@@ -1,4 +1,4 @@
-"""Collects the conformance results of this session, to print the README's figures at the end."""
+"""Collects the conformance results of this session, to print the figures of docs/drop-in.md at the end."""
 
 from __future__ import annotations
 

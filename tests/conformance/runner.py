@@ -194,7 +194,7 @@ def describe(result: Result) -> str:
 
 
 def figures(results: list[Result]) -> str:
-    """The README's sentence."""
+    """The sentence of docs/drop-in.md."""
     counts = [f"{NAMES[r.project]} {r.compared}" for r in results]
     counts[0] += " tests"
     documented = sum(len(r.documented) for r in results)

@@ -90,8 +90,8 @@ def test_nginx_delivers_the_first_event_at_once(wrapped: Server, gzip: bool) -> 
 
 
 def test_nginx_default_buffering_passes_a_slow_stream_without_any_header(control: Server) -> None:
-    """The README's claim about plain nginx, shown without the middleware (no X-Accel-Buffering): with
-    its default ``proxy_buffering on`` it still delivers the first event at once. The gzip test below
+    """docs/streams.md's claim about plain nginx, shown without the middleware (no X-Accel-Buffering):
+    with its default ``proxy_buffering on`` it still delivers the first event at once. The gzip test below
     shows the same measure does see a held stream."""
     with nginx(control.port, gzip=False) as proxy:
         seen = read_stream(proxy + SLOW)

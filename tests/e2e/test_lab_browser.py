@@ -2,7 +2,7 @@
 
 The three panels are the controls for each other: the same model, the same seed, the same clock; only
 the transport differs (buffered JSON, raw SSE, SSE through the middleware). ``LAB_SCREENSHOT=docs/lab.png``
-refreshes the README's screenshot.
+refreshes the screenshot of docs/index.md (Getting started).
 Chromium is Debian's (``/usr/bin/chromium``, or ``LAB_CHROMIUM``); missing, it is a failure under
 ``CI=true`` and a skip elsewhere.
 """
@@ -24,7 +24,7 @@ from ..support.servers import example
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-# The README's picture is refreshed on request (LAB_SCREENSHOT=docs/lab.png); a plain run leaves the
+# The manual's picture is refreshed on request (LAB_SCREENSHOT=docs/lab.png); a plain run leaves the
 # tree clean and writes to a temporary file, still proving the screenshot can be taken.
 SCREENSHOT = Path(os.environ.get("LAB_SCREENSHOT") or Path(tempfile.gettempdir()) / "sse-lab.png")
 

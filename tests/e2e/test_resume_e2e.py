@@ -213,7 +213,7 @@ def test_eventsource_reads_the_whole_text_once_across_a_sigterm(
     other = "b" if serving == "a" else "a"
     if resume:  # it moved at once (with most of the answer still to come) to the other host, which resumed it
         assert len(opens) == 2 and opens[1] < n - 20 and served == [serving, other], (opens, served)
-    else:  # control: the client stays on the stopped host for the rest of the answer (see the README)
+    else:  # control: the client stays on the stopped host for the rest of the answer (see docs/resume.md)
         assert opens == [0] and served == [serving]
 
 

@@ -1,7 +1,7 @@
 """The ASGI-level behaviour on every server: uvicorn (httptools and h11), hypercorn (asyncio and trio)
 and granian, each against the same app without the middleware (the control).
 
-What differs between them, and how the middleware handles it (README, "Servers"):
+What differs between them, and how the middleware handles it (docs/reliability.md, "Servers"):
 uvicorn and granian declare ASGI spec 2.3 and hypercorn 2.1: none of them raises from ``send`` after
 the client left (their sends then silently do nothing), so a raw app that never calls ``receive`` runs on
 without us. The middleware watches ``receive`` for ``http.disconnect`` (and treats ``OSError`` from

@@ -1,8 +1,8 @@
 """Zero-code ``opentelemetry-instrument`` on ``examples/fastapi_openai.py``: the contrib FastAPI
-instrumentation makes an ``http send`` span per frame of a stream, and the README's remedy (leaving the
-streaming route out with ``OTEL_PYTHON_FASTAPI_EXCLUDED_URLS``) removes them while the middleware's span
-becomes the server span. The control is the same run without the variable. Spans go to the local OTLP
-receiver of ``tests/support/otel.py`` through the real exporter.
+instrumentation makes an ``http send`` span per frame of a stream, and docs/observability.md's remedy
+(leaving the streaming route out with ``OTEL_PYTHON_FASTAPI_EXCLUDED_URLS``) removes them while the
+middleware's span becomes the server span. The control is the same run without the variable. Spans go
+to the local OTLP receiver of ``tests/support/otel.py`` through the real exporter.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 streams. Raw ASGI (a recording server) for precision; each outcome is shown against the same app without
 the middleware (the control: what the server would get instead).
 
-Outcomes (README, "When the app misbehaves"):
+Outcomes (docs/reliability.md, "When the app misbehaves"):
 
 * a body that is not bytes: bytes-like (bytearray, memoryview) is accepted as bytes; anything else makes
   the app's ``send`` raise ``TypeError`` naming the type; the stream ends with its error event (cut, for
