@@ -36,7 +36,7 @@ from sse_middleware._core.dialects.endings import Ending, NoEnding, ending_for
 from sse_middleware._core.errors import ErrorInfo
 from sse_middleware._core.sse import parse
 
-from ..support.formats import anthropic_stream, chat_stream, responses_stream, ui_stream
+from ..support.formats import agui_stream, anthropic_stream, chat_stream, responses_stream, ui_stream
 
 INFO = ErrorInfo("content_filter", "blocked", "abc123", "no_secrets")
 # A complete stream of each format with an end marker: its last event with data is the marker.
@@ -45,6 +45,7 @@ COMPLETE = {
     "anthropic": anthropic_stream(["Hel", "lo"]),
     "openai-responses": responses_stream(["Hel", "lo"]),
     "ai-sdk": ui_stream(["Hel", "lo"]),
+    "ag-ui": agui_stream(["Hel", "lo"]),
 }
 
 
@@ -123,7 +124,7 @@ def test_formats_without_an_end_marker_owe_none() -> None:
         if cls.end_marker is None:
             assert cls.name not in END_MARKERS
             assert not cls.is_end(b"data: [DONE]\n\n") or cls.name in {"openai", "ai-sdk"}
-    assert set(END_MARKERS) == set(COMPLETE)  # the four formats with a clean end (AG-UI's comes later)
+    assert set(END_MARKERS) == set(COMPLETE)  # the formats with a clean end
 
 
 def test_the_check_asks_the_classes_for_end_markers_and_error_shapes() -> None:

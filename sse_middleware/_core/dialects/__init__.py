@@ -5,6 +5,7 @@ tuple of formats every table is derived from, :mod:`.detect` the rules that pick
 stream; one module per format.
 """
 
+from .ag_ui import AGUI
 from .ai_sdk import AISDK
 from .anthropic import Anthropic
 from .base import Delta, Dialect, Generic, Opaque, Undetected
@@ -16,6 +17,7 @@ from .relay import JsonRelay, RelayMemory, RelayProbe, RouteRelay
 from .text import PlainText, Text
 
 __all__ = [
+    "AGUI",
     "AISDK",
     "BY_NAME",
     "END_MARKERS",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final, Literal
 
+from .ag_ui import AGUI
 from .ai_sdk import AISDK
 from .anthropic import Anthropic
 from .base import Dialect, Generic
@@ -27,6 +28,7 @@ FORMATS: Final[tuple[type[Dialect], ...]] = (
     Anthropic,
     Text,
     AISDK,
+    AGUI,
 )
 """The formats a stream may be named or detected as (a class whose ``detect`` answers nothing, such as
 :class:`Text`, is only ever named)."""
