@@ -19,7 +19,10 @@ It ends with ``RUN_FINISHED``. A failure after the start is ``RUN_ERROR`` with `
 in it) and ``code``: the verifier accepts ``RUN_ERROR`` at any point of a run, with messages and tool
 calls still open, and nothing after it. AG-UI 1.0 has no filtered-run ending (a ``cancelled`` outcome
 carries no reason, and a client that does not know it reads a success), so a guard's trip is
-``RUN_ERROR`` with ``code: "content_filter"``.
+``RUN_ERROR`` with ``code: "content_filter"``. Ours follows whatever the app sent: an app that sent its
+own ``RUN_ERROR`` and then raised gets a second one, which the verifier rejects ("already errored"), so
+its client still fails the run. Only the shell knows which events reached the client (a guard in hold
+mode drops the held ones on a failure), so only it could leave ours out.
 """
 
 from __future__ import annotations
