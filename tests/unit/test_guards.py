@@ -71,6 +71,29 @@ def test_hold_releases_only_what_passed_and_cuts_at_words(tokens: list[str]) -> 
         assert tripped and len(released) <= text.index("secret")  # not even a prefix of the word
 
 
+def test_hold_checks_a_word_longer_than_max_bytes_as_it_is() -> None:
+    """A word longer than ``max_bytes`` (a URL, a base64 blob) is checked as it is, not held to the next
+    space (which may be the end of the stream); a shorter one waits for its end. Each run passes every
+    check and collects what it released, without a space or the stream's end after the word."""
+
+    def released(pieces: list[str]) -> tuple[str, list[str]]:
+        gate = GuardGate(hold=True, max_bytes=16, dialect="t", scope={})
+        out, news = [], []
+        for piece in pieces:
+            gate.text(Delta("k", (b"", b""), piece), TEXT)
+            while (check := gate.next_check()) is not None:
+                news.append(check.new)
+                gate.passed(check)
+            out += [item.text for item in gate.release() if isinstance(item, Delta)]
+        return "".join(out), news
+
+    text, news = released(["see ", *["abcdefgh"] * 5])  # a 40-byte word, no space after it
+    # Checked once its unchecked part is past 16 bytes (at 24); the 16 after that wait for more.
+    assert text == "see " + "abcdefgh" * 3 and news == ["see ", "abcdefgh" * 3]
+    short, _ = released(["see ", "abcdefgh"])  # the control: 8 bytes wait for their word's end
+    assert short == "see "
+
+
 def test_structural_events_keep_their_place_and_the_end_waits_for_final() -> None:
     gate = GuardGate(hold=True, max_bytes=64, dialect="t", scope={})
     gate.event(b"start")

@@ -10,6 +10,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings, override
@@ -50,10 +51,11 @@ def content_stream(pieces: list[str]) -> list[bytes]:
 
 
 class App:
-    """Reads its request body (as an app does: the middleware sees it), then streams ``frames``."""
+    """Reads its request body (as an app does: the middleware sees it), then streams ``frames``, ``gap``
+    seconds apart (time for a guard's checks between them)."""
 
-    def __init__(self, frames: list[bytes], headers: list[tuple[bytes, bytes]] = SSE) -> None:
-        self.frames, self.headers, self.sent = frames, headers, 0
+    def __init__(self, frames: list[bytes], headers: list[tuple[bytes, bytes]] = SSE, gap: float = 0) -> None:
+        self.frames, self.headers, self.sent, self.gap = frames, headers, 0, gap
 
     async def __call__(self, scope_: Any, receive: Any, send: Any) -> None:
         while (await receive()).get("more_body"):
@@ -62,6 +64,8 @@ class App:
         for frame in self.frames:
             await send(body(frame))
             self.sent += 1
+            if self.gap:
+                await anyio.sleep(self.gap)
         await send(body(b"", more=False))
 
 
@@ -166,18 +170,44 @@ async def test_a_schema_the_checker_cannot_read_turns_the_check_off_with_a_warni
     assert [r for r in caplog.records if "output check off" in r.getMessage()]
 
 
-async def test_with_guards_the_check_still_ends_the_stream_and_guards_see_only_checked_text() -> None:
+# Spaced JSON: word boundaries before the fault, so the guards see text; a space after it in the same
+# token, so that text past the fault would be checkable too.
+SPACED = ['{"city": ', '"Paris", ', '"days": "th ree", ', '"x": 1}']
+BEFORE = '{"city": "Paris", "days": '  # everything before the quote that rules it out
+
+
+@pytest.mark.parametrize("mode", ["hold", "observe"])
+async def test_with_guards_the_check_ends_the_stream_and_guards_see_only_checked_text(mode: str) -> None:
     seen: list[str] = []
 
     def record(check: Any) -> None:
         seen.append(check.new)
 
-    app = App(tool_stream(BAD) + [chunk({"content": f"more {i}"}) for i in range(50)])
+    app = App(tool_stream(SPACED) + [chunk({"content": f"more {i} "}) for i in range(50)], gap=0.05)
     wire = Wire(request_body=json.dumps(TOOLS).encode())
-    middleware = StreamingMiddleware(app, StreamingSettings(heartbeat_interval=0, validate_json=True),
-                                     guards=[record])
-    await middleware(scope("POST"), wire.receive, wire.send)
+    settings = StreamingSettings(heartbeat_interval=0, validate_json=True, guard_mode=mode)
+    await StreamingMiddleware(app, settings, guards=[record])(scope("POST"), wire.receive, wire.send)
     (error,) = errors(wire)
     assert error["type"] == "invalid_output" and "$.days" in error["message"]
-    assert '{"city":"Paris","days":'.startswith(arguments(wire))  # approved text only, none past the fault
-    assert '{"city":"Paris","days":'.startswith("".join(seen)) and app.sent < 8  # guards never see past it
+    assert BEFORE.startswith("".join(seen)) and "Paris" in "".join(seen)  # text, and none past the fault
+    assert app.sent < 8
+    # hold: only text the guards passed; observe: as without guards, all the check let through.
+    assert arguments(wire) == ("".join(seen) if mode == "hold" else BEFORE)
+
+
+@pytest.mark.parametrize("mode", ["hold", "observe"])
+async def test_a_plain_text_stream_with_guards_is_cut_where_the_check_cut_it(mode: str) -> None:
+    seen: list[str] = []
+
+    def record(check: Any) -> None:
+        seen.append(check.new)
+
+    app = App([b'{"city": ', b'"Oslo", ', b'"days": "two and ', b'three"}'], headers=PLAIN, gap=0.05)
+    request_scope = scope("POST")
+    override(request_scope, json_schema=WEATHER)
+    wire = Wire(request_body=b"{}")
+    settings = StreamingSettings(heartbeat_interval=0, validate_json=True, guard_mode=mode)
+    await StreamingMiddleware(app, settings, guards=[record])(request_scope, wire.receive, wire.send)
+    valid = '{"city": "Oslo", "days": '
+    assert valid.startswith("".join(seen)) and "Oslo" in "".join(seen) and not wire.complete
+    assert wire.data.decode() == ("".join(seen) if mode == "hold" else valid)
