@@ -14,7 +14,7 @@ import pytest
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core import chat
 
-from ..support.harness import Message, Wire, scope
+from ..support.harness import Message, Wire, scope, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -76,10 +76,7 @@ def request(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> Messa
 
 
 async def call(mw: Any, method: str, path: str, headers: list[tuple[bytes, bytes]] = ALICE) -> Wire:
-    wire = Wire()
-    with anyio.fail_after(10):
-        await mw(request(method, path, headers), wire.receive, wire.send)
-    return wire
+    return await serve(mw, request=request(method, path, headers))
 
 
 def middleware(app: ChatApp, **changes: Any) -> StreamingMiddleware:
