@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import anyio
 from fastapi import FastAPI, Request
@@ -15,6 +14,8 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp
 
 from sse_middleware import StreamError, StreamingMiddleware, opt_out, override
+
+from .endpoints import mark, number, silence
 
 SSE = "text/event-stream"
 TOKENS = [
@@ -39,18 +40,8 @@ TOKENS = [
     " 你好",
     ".",
 ]
-MARKS = Path(os.environ.get("TEST_MARKS", "/tmp/sse-test-marks"))  # where generators say they finished
 
 api = FastAPI()
-
-
-def _num(request: Request, name: str, default: float) -> float:
-    return float(request.query_params.get(name, default))
-
-
-def _mark(name: str) -> None:
-    MARKS.mkdir(parents=True, exist_ok=True)
-    (MARKS / name).write_text("done")
 
 
 def openai_chunk(text: str | None, *, index: int = 0, finish: str | None = None, role: bool = False) -> str:
@@ -80,12 +71,12 @@ async def openai_stream(tokens: list[str], delay: float, fail_at: int, secret: s
 
 @api.get("/openai")
 async def openai_endpoint(request: Request) -> StreamingResponse:
-    n = int(_num(request, "n", len(TOKENS)))
+    n = int(number(request, "n", len(TOKENS)))
     tokens = (TOKENS * (n // len(TOKENS) + 1))[:n]
     gen = openai_stream(
         tokens,
-        _num(request, "delay", 0.0),
-        int(_num(request, "fail_at", -1)),
+        number(request, "delay", 0.0),
+        int(number(request, "fail_at", -1)),
         request.query_params.get("secret", "hunter2"),
     )
     return StreamingResponse(gen, media_type=SSE)
@@ -128,9 +119,9 @@ async def anthropic_stream(tokens: list[str], delay: float, fail_at: int) -> Asy
 
 @api.post("/v1/messages")
 async def anthropic_endpoint(request: Request) -> StreamingResponse:
-    n = int(_num(request, "n", len(TOKENS)))
+    n = int(number(request, "n", len(TOKENS)))
     tokens = (TOKENS * (n // len(TOKENS) + 1))[:n]
-    gen = anthropic_stream(tokens, _num(request, "delay", 0.0), int(_num(request, "fail_at", -1)))
+    gen = anthropic_stream(tokens, number(request, "delay", 0.0), int(number(request, "fail_at", -1)))
     return StreamingResponse(gen, media_type=SSE)
 
 
@@ -179,9 +170,9 @@ async def responses_stream(tokens: list[str], delay: float, fail_at: int) -> Asy
 
 @api.post("/v1/responses")
 async def responses_endpoint(request: Request) -> StreamingResponse:
-    n = int(_num(request, "n", len(TOKENS)))
+    n = int(number(request, "n", len(TOKENS)))
     tokens = (TOKENS * (n // len(TOKENS) + 1))[:n]
-    gen = responses_stream(tokens, _num(request, "delay", 0.0), int(_num(request, "fail_at", -1)))
+    gen = responses_stream(tokens, number(request, "delay", 0.0), int(number(request, "fail_at", -1)))
     return StreamingResponse(gen, media_type=SSE)
 
 
@@ -192,14 +183,14 @@ async def fail_before_start() -> StreamingResponse:
 
 @api.get("/sse")
 async def sse(request: Request) -> StreamingResponse:
-    n, delay = int(_num(request, "n", 5)), _num(request, "delay", 0.0)
-    fail_at = int(_num(request, "fail_at", -1))
+    n, delay = int(number(request, "n", 5)), number(request, "delay", 0.0)
+    fail_at = int(number(request, "fail_at", -1))
 
     async def gen() -> AsyncIterator[str]:
         for i in range(n):
             if i == fail_at:
                 raise RuntimeError("secret hunter2")
-            if i == int(_num(request, "stream_error_at", -1)):
+            if i == int(number(request, "stream_error_at", -1)):
                 raise StreamError("quota exceeded", type="rate_limit", code="quota")
             yield f"id: {i}\ndata: tick {i}\n\n"
             await anyio.sleep(delay)
@@ -215,8 +206,8 @@ async def sse(request: Request) -> StreamingResponse:
 
 @api.get("/plain")
 async def plain(request: Request) -> StreamingResponse:
-    n, delay = int(_num(request, "n", 5)), _num(request, "delay", 0.0)
-    fail_at = int(_num(request, "fail_at", -1))
+    n, delay = int(number(request, "n", 5)), number(request, "delay", 0.0)
+    fail_at = int(number(request, "fail_at", -1))
 
     async def gen() -> AsyncIterator[str]:
         for i in range(n):
@@ -228,27 +219,13 @@ async def plain(request: Request) -> StreamingResponse:
     return StreamingResponse(gen(), media_type="text/plain")
 
 
-@api.get("/silence")
-async def silence(request: Request) -> StreamingResponse:
-    """Half an event, a silence, the rest: a heartbeat must never land inside it."""
-    gap = _num(request, "gap", 1.0)
-
-    async def gen() -> AsyncIterator[str]:
-        yield "data: before\n\n"
-        await anyio.sleep(gap)
-        yield "data: hel"
-        await anyio.sleep(gap)
-        yield "lo\n\n"
-        await anyio.sleep(gap)
-        yield "data: after\n\n"
-
-    return StreamingResponse(gen(), media_type=SSE)
+api.get("/silence")(silence)
 
 
 @api.get("/forever")
 async def forever(request: Request) -> StreamingResponse:
     name = request.query_params.get("mark", "forever")
-    delay = _num(request, "delay", 0.05)
+    delay = number(request, "delay", 0.05)
 
     async def gen() -> AsyncIterator[str]:
         try:
@@ -258,7 +235,7 @@ async def forever(request: Request) -> StreamingResponse:
                 i += 1
                 await anyio.sleep(delay)
         finally:
-            _mark(name)
+            mark(name)
 
     return StreamingResponse(gen(), media_type=SSE)
 
@@ -290,19 +267,19 @@ from fastapi.sse import EventSourceResponse as NativeEventSourceResponse  # noqa
 
 @api.get("/native", response_class=NativeEventSourceResponse)
 async def native(request: Request) -> AsyncIterator[dict[str, str]]:
-    for i in range(int(_num(request, "n", 5))):
+    for i in range(int(number(request, "n", 5))):
         yield {"tick": str(i)}
-        await anyio.sleep(_num(request, "delay", 0.0))
+        await anyio.sleep(number(request, "delay", 0.0))
 
 
 @api.get("/sse_starlette")
 async def sse_starlette_endpoint(request: Request) -> object:
     from sse_starlette import EventSourceResponse
 
-    delay = _num(request, "delay", 0.0)
+    delay = number(request, "delay", 0.0)
 
     async def gen() -> AsyncIterator[dict[str, str]]:
-        for i in range(int(_num(request, "n", 5))):
+        for i in range(int(number(request, "n", 5))):
             yield {"data": f"tick {i}"}
             await anyio.sleep(delay)
 

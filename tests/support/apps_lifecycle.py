@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,16 +17,7 @@ from starlette.routing import Route
 
 from sse_middleware import StreamingMiddleware, override
 
-MARKS = Path(os.environ.get("TEST_MARKS", "/tmp/sse-test-marks"))
-
-
-def mark(name: str) -> None:
-    MARKS.mkdir(parents=True, exist_ok=True)
-    (MARKS / name).write_text("done")
-
-
-def _num(request: Request, name: str, default: float) -> float:
-    return float(request.query_params.get(name, default))
+from .endpoints import mark, number, silence
 
 
 class Raw:
@@ -54,7 +44,7 @@ async def raw(scope: dict[str, Any], send: Any) -> None:
 
 async def forever(request: Request) -> Response:
     """An endless Starlette stream, the everyday shape of a token generator."""
-    name, delay = request.query_params.get("mark", "forever"), _num(request, "delay", 0.05)
+    name, delay = request.query_params.get("mark", "forever"), number(request, "delay", 0.05)
 
     async def gen() -> AsyncIterator[str]:
         try:
@@ -72,7 +62,7 @@ async def forever(request: Request) -> Response:
 
 async def hang(request: Request) -> Response:
     """One event, then an upstream that never answers. ``stall`` sets this request's stall_timeout."""
-    override(request.scope, stall_timeout=_num(request, "stall", 0.0))
+    override(request.scope, stall_timeout=number(request, "stall", 0.0))
     name = request.query_params.get("mark", "hang")
 
     async def gen() -> AsyncIterator[str]:
@@ -81,24 +71,6 @@ async def hang(request: Request) -> Response:
             await anyio.sleep(3600)
         finally:
             mark(name)
-
-    return StreamingResponse(gen(), media_type="text/event-stream")
-
-
-async def silence(request: Request) -> Response:
-    """Half an event, a silence, the rest. ``hb`` sets this request's heartbeat_interval."""
-    if "hb" in request.query_params:
-        override(request.scope, heartbeat_interval=_num(request, "hb", 0.2))
-    gap = _num(request, "gap", 0.6)
-
-    async def gen() -> AsyncIterator[str]:
-        yield "data: before\n\n"
-        await anyio.sleep(gap)
-        yield "data: hel"
-        await anyio.sleep(gap)
-        yield "lo\n\n"
-        await anyio.sleep(gap)
-        yield "data: after\n\n"
 
     return StreamingResponse(gen(), media_type="text/event-stream")
 

@@ -27,6 +27,8 @@ from starlette.routing import Route
 
 from sse_middleware import StreamingMiddleware
 
+from .endpoints import number
+
 SSE = "text/event-stream"
 STATS: dict[str, Any] = {"started": 0, "finalized": 0, "produced": {}}
 LEAKED: list[bytearray] = []
@@ -103,18 +105,15 @@ async def counted(gen: AsyncIterator[str | bytes], stream_id: str = "") -> Async
         STATS["finalized"] += 1
 
 
-def _q(request: Request, name: str, default: float) -> float:
-    return float(request.query_params.get(name, default))
-
-
 async def stream(request: Request) -> StreamingResponse:
     """``n`` tokens of stream ``id`` (kind openai, sse or plain), ``delay`` apart. ``gate=1``: after the
     first token, wait for ``/gate`` (so many streams are open at once); ``fail_at``: raise there."""
-    sid, n, delay = int(_q(request, "id", 0)), int(_q(request, "n", 20)), _q(request, "delay", 0.0)
+    sid, n = int(number(request, "id", 0)), int(number(request, "n", 20))
+    delay = number(request, "delay", 0.0)
     kind, gate, fail_at = (
         request.query_params.get("kind", "openai"),
-        _q(request, "gate", 0),
-        _q(request, "fail_at", -1),
+        number(request, "gate", 0),
+        number(request, "fail_at", -1),
     )
 
     async def gen() -> AsyncIterator[str]:
@@ -144,7 +143,7 @@ async def gate(request: Request) -> Response:
 
 async def burst(request: Request) -> StreamingResponse:
     """Events of ``size`` bytes as fast as the server takes them, until the client leaves."""
-    sid, size = request.query_params.get("id", "b"), int(_q(request, "size", 1024))
+    sid, size = request.query_params.get("id", "b"), int(number(request, "size", 1024))
     kind = request.query_params.get("kind", "sse")
     token = "x" * (size - 16)
 
@@ -160,8 +159,8 @@ async def burst(request: Request) -> StreamingResponse:
 async def huge(request: Request) -> StreamingResponse:
     """One event (or one text/plain body) of ``mb`` MiB, sent in ``chunk``-byte pieces."""
     mb, chunk, kind = (
-        int(_q(request, "mb", 100)),
-        int(_q(request, "chunk", 65536)),
+        int(number(request, "mb", 100)),
+        int(number(request, "chunk", 65536)),
         request.query_params.get("kind"),
     )
     sid = request.query_params.get("id", "")

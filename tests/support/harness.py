@@ -222,6 +222,25 @@ def mw(app: Any, **changes: Any) -> StreamingMiddleware:
     return StreamingMiddleware(app, StreamingSettings(**changes))
 
 
+async def serve(
+    app: Any,
+    *,
+    guards: Any = (),
+    request: Message | None = None,
+    wire: Wire | None = None,
+    **settings: Any,
+) -> Wire:
+    """Serve one request (``request``: its scope, a GET by default) through a new middleware around
+    ``app`` (telemetry off unless ``settings`` say otherwise) into ``wire`` (a new one by default), within
+    10 s; a :class:`StreamingMiddleware` given as ``app`` serves as it is."""
+    wire = wire or Wire()
+    if not isinstance(app, StreamingMiddleware):
+        app = StreamingMiddleware(app, StreamingSettings(**{"telemetry": False, **settings}), guards=guards)
+    with anyio.fail_after(10):
+        await app(request or scope(spec=wire.style), wire.receive, wire.send)
+    return wire
+
+
 async def run_for(seconds: float, app: Any, wire: Wire, method: str = "GET") -> bool:
     """Serve one request; True when it was still running after ``seconds`` (then it is cancelled)."""
     with anyio.move_on_after(seconds) as timer:

@@ -14,7 +14,7 @@ import pytest
 from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core import chat
 
-from ..support.harness import Message, Wire, scope
+from ..support.harness import Message, Wire, scope, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -29,10 +29,11 @@ def part(obj: dict[str, Any]) -> bytes:
 
 
 class ChatApp:
-    """POST /api/chat streams a UI message (one text delta every ``every`` s); anything else is 404."""
+    """POST /api/chat streams a UI message (one text delta of ``words`` every ``every`` s); anything else
+    is 404."""
 
-    def __init__(self, every: float = 0.05) -> None:
-        self.every = every
+    def __init__(self, every: float = 0.05, words: list[str] = WORDS) -> None:
+        self.every, self.words = every, words
         self.calls: list[tuple[str, str]] = []
         self.ended: list[str] = []
 
@@ -47,7 +48,7 @@ class ChatApp:
         try:
             for obj in [{"type": "start", "messageId": "m1"}, {"type": "text-start", "id": "t"}]:
                 await send({"type": "http.response.body", "body": part(obj), "more_body": True})
-            for word in WORDS:
+            for word in self.words:
                 await anyio.sleep(self.every)
                 delta = part({"type": "text-delta", "id": "t", "delta": word})
                 await send({"type": "http.response.body", "body": delta, "more_body": True})
@@ -75,10 +76,7 @@ def request(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> Messa
 
 
 async def call(mw: Any, method: str, path: str, headers: list[tuple[bytes, bytes]] = ALICE) -> Wire:
-    wire = Wire()
-    with anyio.fail_after(10):
-        await mw(request(method, path, headers), wire.receive, wire.send)
-    return wire
+    return await serve(mw, request=request(method, path, headers))
 
 
 def middleware(app: ChatApp, **changes: Any) -> StreamingMiddleware:
@@ -116,6 +114,23 @@ async def test_a_live_chat_stream_is_replayed_from_its_first_part_then_followed(
     unknown = await call(mw, "GET", "/api/chat/nope/stream")
     assert done.starts[0]["status"] == 204 and unknown.starts[0]["status"] == 204 and unknown.data == b""
     assert app.calls.count(("GET", "/api/chat/nope/stream")) == 1  # unknown: the app was asked
+
+
+async def test_a_live_chat_whose_first_parts_the_log_dropped_is_no_content() -> None:
+    """The SDK rebuilds the message from the stream's first part on: a log bounded below what was
+    written no longer holds it, so there is nothing to resume from (204), though the stream is live. The
+    control: the same chat, the log large enough, is answered from its first part (200)."""
+    words = [f"w{i} " + "x" * 200 for i in range(12)]  # past 1 KiB of log by the fifth part
+    answers = []
+    for bound in (1024, 1 << 20):
+        app = ChatApp(every=0.05, words=words)
+        mw = middleware(app, resume_max_bytes=bound)
+        _, resumed = await post_then(mw, 0.4, lambda mw=mw: call(mw, "GET", "/api/chat/chat-1/stream"))
+        assert app.ended == ["finished"]  # it was live when asked: the app ran on to its end
+        answers.append((resumed.starts[0]["status"], resumed.data))
+    (trimmed, nothing), (whole, replayed) = answers
+    assert trimmed == 204 and nothing == b""
+    assert whole == 200 and text_of(replayed) == "".join(words)  # the control
 
 
 async def test_control_without_resume_the_get_is_the_apps() -> None:

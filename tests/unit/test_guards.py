@@ -18,7 +18,7 @@ from sse_middleware._core.dialects import Delta
 from sse_middleware._core.guard import Check, GuardGate
 from sse_middleware._core.wire import TEXT, Part
 
-from ..support.harness import SSE, Wire, body, scope, start
+from ..support.harness import SSE, Wire, body, scope, serve, start
 
 pytestmark = pytest.mark.anyio
 
@@ -69,6 +69,29 @@ def test_hold_releases_only_what_passed_and_cuts_at_words(tokens: list[str]) -> 
         assert [c.final for c in checks].count(True) == (1 if text else 0)  # one final per part
     if "secret" in text:
         assert tripped and len(released) <= text.index("secret")  # not even a prefix of the word
+
+
+def test_hold_checks_a_word_longer_than_max_bytes_as_it_is() -> None:
+    """A word longer than ``max_bytes`` (a URL, a base64 blob) is checked as it is, not held to the next
+    space (which may be the end of the stream); a shorter one waits for its end. Each run passes every
+    check and collects what it released, without a space or the stream's end after the word."""
+
+    def released(pieces: list[str]) -> tuple[str, list[str]]:
+        gate = GuardGate(hold=True, max_bytes=16, dialect="t", scope={})
+        out, news = [], []
+        for piece in pieces:
+            gate.text(Delta("k", (b"", b""), piece), TEXT)
+            while (check := gate.next_check()) is not None:
+                news.append(check.new)
+                gate.passed(check)
+            out += [item.text for item in gate.release() if isinstance(item, Delta)]
+        return "".join(out), news
+
+    text, news = released(["see ", *["abcdefgh"] * 5])  # a 40-byte word, no space after it
+    # Checked once its unchecked part is past 16 bytes (at 24); the 16 after that wait for more.
+    assert text == "see " + "abcdefgh" * 3 and news == ["see ", "abcdefgh" * 3]
+    short, _ = released(["see ", "abcdefgh"])  # the control: 8 bytes wait for their word's end
+    assert short == "see "
 
 
 def test_structural_events_keep_their_place_and_the_end_waits_for_final() -> None:
@@ -146,14 +169,6 @@ def _text(wire: Wire) -> str:
     return "".join(out)
 
 
-async def _serve(app: Any, guards: list[Any], **settings: Any) -> Wire:
-    wire = Wire()
-    mw = StreamingMiddleware(app, StreamingSettings(telemetry=False, **settings), guards=guards)
-    with anyio.fail_after(10):
-        await mw(scope(), wire.receive, wire.send)
-    return wire
-
-
 def _blocker(word: str, seen: list[Check] | None = None) -> Any:
     def check(c: Check) -> None:
         if seen is not None:
@@ -166,8 +181,8 @@ def _blocker(word: str, seen: list[Check] | None = None) -> Any:
 
 async def test_a_guard_sees_whole_words_and_one_final(anyio_backend: str) -> None:
     seen: list[Check] = []
-    control = await _serve(App(), [])
-    wire = await _serve(App(), [_blocker("nothing", seen)])
+    control = await serve(App())
+    wire = await serve(App(), guards=[_blocker("nothing", seen)])
     assert _text(wire) == _text(control) == "".join(TOKENS)
     assert [c.final for c in seen].count(True) == 1 and seen[-1].final
     assert all(c.final or c.new[-1].isspace() for c in seen if c.new)
@@ -175,9 +190,9 @@ async def test_a_guard_sees_whole_words_and_one_final(anyio_backend: str) -> Non
 
 
 async def test_a_trip_ends_as_content_filter_with_nothing_of_the_word(anyio_backend: str) -> None:
-    control = await _serve(App(), [])
+    control = await serve(App())
     app = App()
-    wire = await _serve(app, [_blocker("secret")])
+    wire = await serve(app, guards=[_blocker("secret")])
     assert "sec" in _text(control)
     assert "sec" not in _text(wire) and _text(wire) == "Hello world, the "
     last = json.loads(wire.events()[-2].data)
@@ -191,10 +206,10 @@ async def test_a_broken_guard_fails_closed_and_leaks_nothing(anyio_backend: str)
         if "the" in check.new:
             raise ValueError("internal detail 42")
 
-    wire = await _serve(App(), [broken])
+    wire = await serve(App(), guards=[broken])
     assert "the" not in _text(wire) and b"internal detail" not in wire.data
     assert b'"error"' in wire.data  # the format's error event
-    allowed = await _serve(App(), [broken], guard_failure="allow")
+    allowed = await serve(App(), guards=[broken], guard_failure="allow")
     assert _text(allowed) == "".join(TOKENS) and b'"error"' not in allowed.data
 
 
@@ -202,7 +217,7 @@ async def test_an_async_guard_past_its_timeout_is_a_fault(anyio_backend: str) ->
     async def slow(check: Check) -> None:
         await anyio.sleep(1)
 
-    wire = await _serve(App(), [slow], guard_timeout=0.05)
+    wire = await serve(App(), guards=[slow], guard_timeout=0.05)
     assert _text(wire) == "" and b'"error"' in wire.data
 
 
@@ -236,10 +251,10 @@ async def test_a_slow_guard_checks_far_fewer_times_than_tokens(anyio_backend: st
         await anyio.sleep(0.1)
 
     began = time.monotonic()
-    await _serve(App(tokens, gap=0.01), [])
+    await serve(App(tokens, gap=0.01))
     alone = time.monotonic() - began
     began = time.monotonic()
-    wire = await _serve(App(tokens, gap=0.01), [slow])
+    wire = await serve(App(tokens, gap=0.01), guards=[slow])
     guarded = time.monotonic() - began
     assert _text(wire) == "".join(tokens)
     assert len(checks) < len(tokens) / 4
@@ -254,5 +269,5 @@ async def test_request_guards_and_bad_guards(anyio_backend: str) -> None:
         guard(scope, _blocker("secret"))
         await App()(scope, receive, send)
 
-    wire = await _serve(app, [])
+    wire = await serve(app)
     assert "sec" not in _text(wire)

@@ -12,7 +12,7 @@ import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
 
-from ..support.harness import PLAIN, Wire, body, scope, start
+from ..support.harness import PLAIN, Wire, body, scope, serve, start
 from .test_guards import App, _blocker, _text
 
 pytestmark = pytest.mark.anyio
@@ -34,14 +34,6 @@ class Bytes:
         await send(body(b"", more=False))
 
 
-async def _serve(app: Any, guards: list[Any], mw: StreamingMiddleware | None = None, **kw: Any) -> Wire:
-    wire = Wire()
-    mw = mw or StreamingMiddleware(app, StreamingSettings(telemetry=False, **kw), guards=guards)
-    with anyio.fail_after(10):
-        await mw(kw.pop("request", scope()), wire.receive, wire.send)
-    return wire
-
-
 @pytest.mark.parametrize(
     ("headers", "pieces"),
     [
@@ -53,9 +45,9 @@ async def _serve(app: Any, guards: list[Any], mw: StreamingMiddleware | None = N
 async def test_no_in_band_channel_means_cut_without_the_last_chunk(
     headers: list[tuple[bytes, bytes]], pieces: list[bytes], anyio_backend: str
 ) -> None:
-    control = await _serve(Bytes(headers, pieces), [])
+    control = await serve(Bytes(headers, pieces))
     assert control.complete and b"secret" in control.data
-    wire = await _serve(Bytes(headers, pieces), [_blocker("secret")])
+    wire = await serve(Bytes(headers, pieces), guards=[_blocker("secret")])
     assert not wire.complete  # the client sees a failed response, never a clean end
     assert b"sec" not in wire.data and b"".join(pieces).startswith(wire.data)
     assert b"Hello" in wire.data  # what passed before the word went out

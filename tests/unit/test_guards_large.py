@@ -11,10 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from sse_middleware import StreamingMiddleware, StreamingSettings
 from sse_middleware._core.guard import Check
 
-from ..support.harness import Wire, body, scope, start
+from ..support.harness import body, serve, start
 from .test_guards import _blocker, _chunk, _text
 
 pytestmark = pytest.mark.anyio
@@ -43,19 +42,11 @@ class App:
         await send(body(b"data: [DONE]\n\n", more=False))
 
 
-async def _serve(after: list[str], guards: list[Any], **settings: Any) -> Wire:
-    wire = Wire()
-    config = StreamingSettings(telemetry=False, max_event_bytes=LIMIT, **settings)
-    with anyio.fail_after(10):
-        await StreamingMiddleware(App(after), config, guards=guards)(scope(), wire.receive, wire.send)
-    return wire
-
-
 async def test_block_ends_the_stream_before_any_of_it_leaves(anyio_backend: str) -> None:
-    control = await _serve(["bye."], [])
+    control = await serve(App(["bye."]), max_event_bytes=LIMIT)
     assert BIG in _text(control)  # the plain pipeline forwards it
     seen: list[Check] = []
-    wire = await _serve(["bye."], [_blocker("nothing", seen)])
+    wire = await serve(App(["bye."]), guards=[_blocker("nothing", seen)], max_event_bytes=LIMIT)
     assert b"big" not in wire.data and "big" not in "".join(c.new for c in seen)
     last = json.loads(wire.events()[-1].data)
     assert last["error"]["message"].startswith("The stream failed on the server.")
@@ -64,12 +55,15 @@ async def test_block_ends_the_stream_before_any_of_it_leaves(anyio_backend: str)
 
 async def test_allow_streams_it_through_in_pieces_and_checks_what_follows(anyio_backend: str) -> None:
     seen: list[Check] = []
-    wire = await _serve(["the secret ", "is out."], [_blocker("secret", seen)], guard_failure="allow")
+    wire = await serve(
+        App(["the secret ", "is out."]), guards=[_blocker("secret", seen)], max_event_bytes=LIMIT,
+        guard_failure="allow",
+    )
     assert _text(wire).startswith("Hello there. " + BIG) and "sec" not in _text(wire)
     assert json.loads(wire.events()[-2].data)["choices"][0]["finish_reason"] == "content_filter"
     assert not any("big" in c.new for c in seen)  # the guards never saw it: it went out unchecked
     pieces = [m for m in wire.messages if b"big big" in m.get("body", b"")]
     assert len(pieces) > 2  # forwarded as it arrived, not held whole
     # Nothing else rode with the pieces: the text after it still went through the checks.
-    clean = await _serve(["all ", "fine."], [], guard_failure="allow")
+    clean = await serve(App(["all ", "fine."]), max_event_bytes=LIMIT, guard_failure="allow")
     assert _text(clean).endswith(BIG + "all fine.")

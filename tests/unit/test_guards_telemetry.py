@@ -7,36 +7,33 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 from opentelemetry.trace import StatusCode
 
 from sse_middleware import Blocked, Check, StreamingMiddleware, StreamingSettings
 
-from ..support.harness import Wire, scope
+from ..support.harness import serve
 from ..support.otel import Otel
 from .test_guards import App, _blocker
 
 pytestmark = pytest.mark.anyio
 
 
-async def _serve(otel: Otel, guards: list[Any], **settings: Any) -> dict[str, Any]:
-    wire = Wire()
-    mw = StreamingMiddleware(
+async def _span(otel: Otel, guards: list[Any], **settings: Any) -> dict[str, Any]:
+    """The attributes (and status) of the span of one guarded stream of App."""
+    await serve(StreamingMiddleware(
         App(), StreamingSettings(**settings), guards=guards, tracer_provider=otel.tp, meter_provider=otel.mp
-    )
-    with anyio.fail_after(10):
-        await mw(scope(), wire.receive, wire.send)
+    ))
     (span,) = otel.ours()
     otel.exporter.clear()
     return {"status": span.status.status_code, **(span.attributes or {})}
 
 
 async def test_a_passing_guard_counts_its_checks_and_time(otel: Otel) -> None:
-    control = await _serve(otel, [])
+    control = await _span(otel, [])
     assert "sse_middleware.guard.checks" not in control  # no guards, no guard attributes
     seen: list[Check] = []
-    attrs = await _serve(otel, [_blocker("nothing", seen)])
+    attrs = await _span(otel, [_blocker("nothing", seen)])
     assert attrs["sse_middleware.guard.checks"] == len(seen) > 0
     assert attrs["sse_middleware.guard.seconds"] >= 0 and attrs["sse_middleware.guard.faults"] == 0
     assert attrs["sse_middleware.guard.blocked"] is False and "sse_middleware.guard.reason" not in attrs
@@ -47,7 +44,7 @@ async def test_a_passing_guard_counts_its_checks_and_time(otel: Otel) -> None:
 
 
 async def test_a_blocked_stream_says_why_and_is_no_error(otel: Otel) -> None:
-    attrs = await _serve(otel, [_blocker("secret")])
+    attrs = await _span(otel, [_blocker("secret")])
     assert attrs["sse_middleware.guard.blocked"] is True
     assert attrs["sse_middleware.guard.reason"] == "word"  # the guard's code
     assert "content_filter" in attrs["gen_ai.response.finish_reasons"]
@@ -63,7 +60,7 @@ async def test_a_guard_fault_that_fails_closed_is_an_error(otel: Otel) -> None:
     def broken(check: Check) -> None:
         raise ValueError("internal")
 
-    attrs = await _serve(otel, [broken])
+    attrs = await _span(otel, [broken])
     assert attrs["status"] is StatusCode.ERROR and attrs["error.type"]
     assert attrs["sse_middleware.guard.reason"] == "guard_failure"
     assert "content_filter" not in attrs.get("gen_ai.response.finish_reasons", ())
@@ -79,7 +76,7 @@ async def test_an_allowed_fault_is_counted_and_the_text_goes_on(otel: Otel) -> N
         if len(calls) == 1:
             raise ValueError("once")
 
-    attrs = await _serve(otel, [flaky], guard_failure="allow")
+    attrs = await _span(otel, [flaky], guard_failure="allow")
     assert attrs["sse_middleware.guard.faults"] == 1 and attrs["sse_middleware.guard.blocked"] is False
     assert attrs["status"] is StatusCode.UNSET
 
@@ -89,5 +86,5 @@ async def test_a_blocked_code_free_guard_reports_content_filter(otel: Otel) -> N
         if "secret" in check.new:
             raise Blocked("No.")
 
-    attrs = await _serve(otel, [blocks])
+    attrs = await _span(otel, [blocks])
     assert attrs["sse_middleware.guard.reason"] == "content_filter"

@@ -108,6 +108,26 @@ def test_valid_documents_pass(schema: Any, text: str) -> None:
     assert _run(schema, text) is None and _run(schema, text, by_char=True) is None
 
 
+@pytest.mark.parametrize("exponent", ["e", "E"])
+def test_an_exponent_in_either_case_is_a_number_the_bounds_judge(exponent: str) -> None:
+    """JSON allows ``E`` as well as ``e``: both are read as the number they are, for ``type``,
+    ``minimum`` and ``maximum`` alike (the valid ones pass, the out-of-bounds ones fault where they end)."""
+    bounded = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 50, "maximum": 500}}}
+
+    def number(text: str) -> str:
+        return text.replace("e", exponent)
+
+    for text in ("1e2", "1.5e2", "5e+1", "2e-1"):
+        assert _run({"type": "number", "minimum": 0}, number(text)) is None
+    assert _run(bounded, '{"n": ' + number("1e2") + "}") is None
+    assert _run(bounded, '{"n": ' + number("2.5e2") + "}") is None  # 250: integral, so an integer
+    for text, message in (("1e1", "at least 50"), ("1e3", "at most 500"), ("1.5e-1", "integer")):
+        document = '{"n": ' + number(text) + "}"
+        fault = _fault(bounded, document)
+        assert (fault.code, fault.path, fault.offset) == (SCHEMA, "$.n", len(document) - 1)
+        assert message in fault.message
+
+
 def test_the_message_says_where_and_why() -> None:
     fault = _fault(WEATHER, '{"city": "Oslo", "days": "three"}')
     assert fault == Fault(SCHEMA, 25, "$.days", "at $.days: expected integer, got a string")

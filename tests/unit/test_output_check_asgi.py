@@ -10,10 +10,11 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 
-from sse_middleware import StreamingMiddleware, StreamingSettings, override
-from tests.support.harness import PLAIN, SSE, Wire, body, scope, start
+from sse_middleware import override
+from tests.support.harness import PLAIN, SSE, Wire, body, scope, serve, start
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(60)]
 
@@ -50,10 +51,11 @@ def content_stream(pieces: list[str]) -> list[bytes]:
 
 
 class App:
-    """Reads its request body (as an app does: the middleware sees it), then streams ``frames``."""
+    """Reads its request body (as an app does: the middleware sees it), then streams ``frames``, ``gap``
+    seconds apart (time for a guard's checks between them)."""
 
-    def __init__(self, frames: list[bytes], headers: list[tuple[bytes, bytes]] = SSE) -> None:
-        self.frames, self.headers, self.sent = frames, headers, 0
+    def __init__(self, frames: list[bytes], headers: list[tuple[bytes, bytes]] = SSE, gap: float = 0) -> None:
+        self.frames, self.headers, self.sent, self.gap = frames, headers, 0, gap
 
     async def __call__(self, scope_: Any, receive: Any, send: Any) -> None:
         while (await receive()).get("more_body"):
@@ -62,19 +64,20 @@ class App:
         for frame in self.frames:
             await send(body(frame))
             self.sent += 1
+            if self.gap:
+                await anyio.sleep(self.gap)
         await send(body(b"", more=False))
 
 
-async def serve(app: App, request: dict[str, Any], schema: dict[str, Any] | None = None,
-                **settings: Any) -> Wire:
-    wire = Wire(request_body=json.dumps(request).encode())
+async def post(app: App, request: dict[str, Any], schema: dict[str, Any] | None = None,
+               **settings: Any) -> Wire:
+    """POST ``request`` (a JSON body) to ``app``; ``schema``: a json_schema override for it."""
     request_scope = scope("POST")
     if schema is not None:
         override(request_scope, json_schema=schema)
-    await StreamingMiddleware(app, StreamingSettings(heartbeat_interval=0, **settings))(
-        request_scope, wire.receive, wire.send
-    )
-    return wire
+    wire = Wire(request_body=json.dumps(request).encode())
+    settings = {"heartbeat_interval": 0, "telemetry": True, **settings}
+    return await serve(app, request=request_scope, wire=wire, **settings)
 
 
 def arguments(wire: Wire) -> str:
@@ -95,7 +98,7 @@ BAD = ['{"ci', 'ty":"Pa', 'ris","da', 'ys":"th', 'ree"', "}"]
 
 async def test_bad_tool_arguments_end_at_the_faulty_character_with_an_invalid_output_error() -> None:
     app = App(tool_stream(BAD) + [chunk({"content": f"more {i}"}) for i in range(50)])
-    wire = await serve(app, TOOLS, validate_json=True)
+    wire = await post(app, TOOLS, validate_json=True)
     assert arguments(wire) == '{"city":"Paris","days":'  # everything before the quote that rules it out
     (error,) = errors(wire)
     assert (error["type"], error["code"]) == ("invalid_output", "json_schema")
@@ -106,7 +109,7 @@ async def test_bad_tool_arguments_end_at_the_faulty_character_with_an_invalid_ou
 
 async def test_the_control_without_validation_sends_everything() -> None:
     app = App(tool_stream(BAD))
-    wire = await serve(app, TOOLS)
+    wire = await post(app, TOOLS)
     assert arguments(wire) == "".join(BAD) and not errors(wire) and wire.events()[-1].data == "[DONE]"
 
 
@@ -114,14 +117,14 @@ async def test_the_control_without_validation_sends_everything() -> None:
 async def test_a_valid_document_goes_out_byte_for_byte_as_without_the_check(coalesce: bool) -> None:
     # The app's JSON writes the "é" and the emoji as \\u escapes (ensure_ascii): a rebuilt frame would not.
     good = ['{"ci', 'ty":"Pa\u00e9', 'ris \\"x\\" \U0001f600","da', 'ys":3', "}"]
-    checked = await serve(App(tool_stream(good)), TOOLS, validate_json=True, coalesce=coalesce)
-    unchecked = await serve(App(tool_stream(good)), TOOLS, coalesce=coalesce)
+    checked = await post(App(tool_stream(good)), TOOLS, validate_json=True, coalesce=coalesce)
+    unchecked = await post(App(tool_stream(good)), TOOLS, coalesce=coalesce)
     assert checked.data == unchecked.data and checked.data.endswith(b"data: [DONE]\n\n")
     assert json.loads(arguments(checked)) == {"city": 'Pa\u00e9ris "x" \U0001f600', "days": 3}
 
 
 async def test_no_schema_in_the_request_means_no_check() -> None:
-    wire = await serve(App(tool_stream(BAD)), {"model": "m", "stream": True}, validate_json=True)
+    wire = await post(App(tool_stream(BAD)), {"model": "m", "stream": True}, validate_json=True)
     assert arguments(wire) == "".join(BAD) and not errors(wire)
 
 
@@ -129,17 +132,17 @@ async def test_response_format_schema_catches_an_extra_key() -> None:
     request = {"model": "m", "response_format": {"type": "json_schema", "json_schema": {"name": "w",
                                                                                         "schema": WEATHER}}}
     pieces = ['{"city":"Rome",', '"days":2,', '"extra":true}']
-    wire = await serve(App(content_stream(pieces)), request, validate_json=True)
+    wire = await post(App(content_stream(pieces)), request, validate_json=True)
     (error,) = errors(wire)
     assert error["code"] == "json_schema" and "is not allowed" in error["message"]
-    control = await serve(App(content_stream(pieces)), request)
+    control = await post(App(content_stream(pieces)), request)
     assert not errors(control)
 
 
 async def test_json_object_mode_catches_broken_syntax() -> None:
     request = {"model": "m", "response_format": {"type": "json_object"}}
     pieces = ['{"a": 1', ", ", '"b" 2}']
-    wire = await serve(App(content_stream(pieces)), request, validate_json=True)
+    wire = await post(App(content_stream(pieces)), request, validate_json=True)
     (error,) = errors(wire)
     assert error["code"] == "json_syntax"
     text = "".join(json.loads(e.data)["choices"][0]["delta"].get("content") or ""
@@ -149,9 +152,9 @@ async def test_json_object_mode_catches_broken_syntax() -> None:
 
 async def test_a_schema_given_per_request_checks_a_plain_text_stream() -> None:
     app = App([b'{"city": "Oslo", ', b'"days": "two"}'], headers=PLAIN)
-    wire = await serve(app, {}, schema=WEATHER, validate_json=True)
+    wire = await post(app, {}, schema=WEATHER, validate_json=True)
     assert wire.data == b'{"city": "Oslo", "days": ' and not wire.complete  # cut: no in-band channel
-    control = await serve(App([b'{"city": "Oslo", ', b'"days": "two"}'], headers=PLAIN), {}, schema=WEATHER)
+    control = await post(App([b'{"city": "Oslo", ', b'"days": "two"}'], headers=PLAIN), {}, schema=WEATHER)
     assert control.data == b'{"city": "Oslo", "days": "two"}' and control.complete
 
 
@@ -161,23 +164,43 @@ async def test_a_schema_the_checker_cannot_read_turns_the_check_off_with_a_warni
     request = {"model": "m", "tools": [{"type": "function", "function": {
         "name": "get_weather", "parameters": {"$ref": "https://example.com/weather.json"}}}]}
     with caplog.at_level(logging.WARNING, logger="sse_middleware"):
-        wire = await serve(App(tool_stream(BAD)), request, validate_json=True)
+        wire = await post(App(tool_stream(BAD)), request, validate_json=True)
     assert arguments(wire) == "".join(BAD) and not errors(wire) and wire.complete
     assert [r for r in caplog.records if "output check off" in r.getMessage()]
 
 
-async def test_with_guards_the_check_still_ends_the_stream_and_guards_see_only_checked_text() -> None:
+# Spaced JSON: word boundaries before the fault, so the guards see text; a space after it in the same
+# token, so that text past the fault would be checkable too.
+SPACED = ['{"city": ', '"Paris", ', '"days": "th ree", ', '"x": 1}']
+BEFORE = '{"city": "Paris", "days": '  # everything before the quote that rules it out
+
+
+@pytest.mark.parametrize("mode", ["hold", "observe"])
+async def test_with_guards_the_check_ends_the_stream_and_guards_see_only_checked_text(mode: str) -> None:
     seen: list[str] = []
 
     def record(check: Any) -> None:
         seen.append(check.new)
 
-    app = App(tool_stream(BAD) + [chunk({"content": f"more {i}"}) for i in range(50)])
-    wire = Wire(request_body=json.dumps(TOOLS).encode())
-    middleware = StreamingMiddleware(app, StreamingSettings(heartbeat_interval=0, validate_json=True),
-                                     guards=[record])
-    await middleware(scope("POST"), wire.receive, wire.send)
+    app = App(tool_stream(SPACED) + [chunk({"content": f"more {i} "}) for i in range(50)], gap=0.05)
+    wire = await post(app, TOOLS, guards=[record], validate_json=True, guard_mode=mode)
     (error,) = errors(wire)
     assert error["type"] == "invalid_output" and "$.days" in error["message"]
-    assert '{"city":"Paris","days":'.startswith(arguments(wire))  # approved text only, none past the fault
-    assert '{"city":"Paris","days":'.startswith("".join(seen)) and app.sent < 8  # guards never see past it
+    assert BEFORE.startswith("".join(seen)) and "Paris" in "".join(seen)  # text, and none past the fault
+    assert app.sent < 8
+    # hold: only text the guards passed; observe: as without guards, all the check let through.
+    assert arguments(wire) == ("".join(seen) if mode == "hold" else BEFORE)
+
+
+@pytest.mark.parametrize("mode", ["hold", "observe"])
+async def test_a_plain_text_stream_with_guards_is_cut_where_the_check_cut_it(mode: str) -> None:
+    seen: list[str] = []
+
+    def record(check: Any) -> None:
+        seen.append(check.new)
+
+    app = App([b'{"city": ', b'"Oslo", ', b'"days": "two and ', b'three"}'], headers=PLAIN, gap=0.05)
+    wire = await post(app, {}, schema=WEATHER, guards=[record], validate_json=True, guard_mode=mode)
+    valid = '{"city": "Oslo", "days": '
+    assert valid.startswith("".join(seen)) and "Oslo" in "".join(seen) and not wire.complete
+    assert wire.data.decode() == ("".join(seen) if mode == "hold" else valid)

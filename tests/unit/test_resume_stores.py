@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from sse_middleware._core.resume import ENTRY_OVERHEAD, new_stream
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._resume.memory import MemoryStore
-from sse_middleware._resume.redis_store import RedisStore
+from sse_middleware._resume.redis_store import TOUCH, RedisStore
 from sse_middleware._resume.store import Store, StoreError, StreamInfo, Writer, open_store
 
 from ..support.redis import RedisServer, redis_server
@@ -211,6 +211,45 @@ async def test_redis_every_key_of_a_finished_stream_expires(redis: RedisServer, 
     # was looked at; -1 would be a key with no expiry.
     assert len(keys) >= 2, keys
     assert all(0 < ttl <= 60_000 for ttl in ttls.values()), ttls
+
+
+@pytest.mark.slow  # a real redis-server: the full run
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_redis_a_chat_index_lives_as_long_as_its_stream(redis: RedisServer, anyio_backend: str) -> None:
+    """The chat index is written once, with a live stream's long expiry; each sign of life refreshes it
+    with the stream's own keys, and the end gives it the stream's TTL: an index that outlived its stream
+    would answer for a log that is gone, one that expired first would lose a live chat. Control: the
+    stream's info key, refreshed in the same rounds."""
+    store = open_store(redis.url)
+    stream, chat = new_stream(), "chat:/api/chat:c-1"
+    client = Redis.from_url(redis.url)
+
+    async def ttls() -> tuple[int, int]:
+        (index,) = [key async for key in client.scan_iter(match=f"*{chat}*")]
+        (info,) = [key async for key in client.scan_iter(match=f"*{stream}*:info")]
+        pipe = client.pipeline(transaction=True)  # both read at one moment
+        pipe.pttl(index)
+        pipe.pttl(info)
+        index_ttl, info_ttl = await pipe.execute()
+        return index_ttl, info_ttl
+
+    try:
+        writer = await store.create(stream, INFO, ttl=60)
+        writer.index(chat)
+        writer.write(1, event(1))
+        await anyio.sleep(TOUCH / 2 + 0.2)  # the index written with a live log's expiry (over a minute)
+        writer.write(2, event(2))  # a batch past half the sign-of-life period: a refresh
+        await anyio.sleep(0.2)
+        live_index, live_info = await ttls()
+        await writer.end(True)
+        assert await store.chat_stream(chat) == stream
+        ended_index, ended_info = await ttls()
+    finally:
+        await client.aclose()
+        await store.aclose()
+    assert live_info > 60_000 and 0 < ended_info <= 60_000  # the control: live, then the stream's TTL
+    assert abs(live_index - live_info) < 100, (live_index, live_info)  # refreshed with the stream
+    assert 0 < ended_index <= 60_000 and abs(ended_index - ended_info) < 100, (ended_index, ended_info)
 
 
 @pytest.mark.slow  # a real redis-server: the full run

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from typing import Any
 
 import anyio
 import pytest
 
-from sse_middleware import StreamError, StreamingMiddleware, StreamingSettings, override
+from sse_middleware import StreamError, override
 from sse_middleware._core.sse import parse
 
-from ..support.harness import Wire, body, scope, start
+from ..support.harness import Wire, body, scope, serve, start
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import ExceptionGroup
@@ -83,15 +84,10 @@ def failing_app(dialect: str, how: str, server_side: Any = None) -> Any:
 
 
 def run(app: Any, **settings: Any) -> Wire:
+    """One request carrying secrets in its headers, query and body (a synchronous test's own loop)."""
+    request = scope(headers=HEADERS, query=f"token={QUERY_SECRET}".encode())
     wire = Wire(request_body=BODY_SECRET.encode())
-    mw = StreamingMiddleware(app, StreamingSettings(telemetry=False, **settings))
-    anyio.run(_call, mw, wire, scope(headers=HEADERS, query=f"token={QUERY_SECRET}".encode()))
-    return wire
-
-
-async def _call(mw: Any, wire: Wire, scope_: Any) -> None:
-    with anyio.fail_after(10):
-        await mw(scope_, wire.receive, wire.send)
+    return anyio.run(partial(serve, app, request=request, wire=wire, **settings))
 
 
 def everything(wire: Wire) -> str:
@@ -141,10 +137,8 @@ def silent_then_failing(server_side: Any = None) -> Any:
 
 
 def hostile_run(app: Any) -> Wire:
-    wire = Wire()
-    mw = StreamingMiddleware(app, StreamingSettings(telemetry=False, heartbeat_interval=0.02))
-    anyio.run(_call, mw, wire, scope(headers=HEADERS[:2] + HOSTILE, query=HOSTILE_QUERY))
-    return wire
+    request = scope(headers=HEADERS[:2] + HOSTILE, query=HOSTILE_QUERY)
+    return anyio.run(partial(serve, app, request=request, heartbeat_interval=0.02))
 
 
 def test_no_client_header_or_query_turns_a_protection_off() -> None:

@@ -6,7 +6,9 @@ into the log, and a resume with ``Last-Event-ID`` gets the rest. Each against it
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from typing import Any
 
 import anyio
@@ -79,6 +81,91 @@ async def test_a_stuck_final_write_is_given_up_and_the_app_runs_on() -> None:
     wire = Wire(block_at=2)
     assert not await run_for(TIMEOUT + 3, mw(app, send_timeout=TIMEOUT), wire)
     assert after == ["background work"] and wire.bodies == 2
+
+
+# -- the watcher's own writes: a heartbeat, a flush of merged text ------------------------------------
+
+
+class HeldOnCue(Wire):
+    """A client that stops reading at the first body ``cue`` picks: that send blocks for ``hold`` seconds
+    (then the client reads again), or until cancelled. A cancelled send may be half on the wire, so the
+    server keeps the connection and records whatever is sent after it (``after_cut``)."""
+
+    def __init__(self, cue: Any, hold: float) -> None:
+        super().__init__()
+        self.cue, self.hold = cue, hold
+        self.cued = self.cut = False
+        self.after_cut: list[Message] = []
+
+    async def send(self, message: Message) -> None:
+        if self.cut:
+            self.after_cut.append(message)
+        if message["type"] == "http.response.body" and not self.cued and self.cue(message["body"]):
+            self.cued = True
+            try:
+                await anyio.sleep(self.hold)
+            except BaseException:
+                self.cut = True
+                raise
+        self.messages.append(message)
+
+
+def _chunk(text: str) -> bytes:
+    choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+def _text(wire: Wire) -> str:
+    chunks = [json.loads(e.data) for e in wire.events() if e.data.startswith("{")]
+    return "".join(chunk["choices"][0]["delta"]["content"] for chunk in chunks)
+
+
+class QuietThenTalks:
+    """Writes ``first``, is quiet for a while (the watcher writes: a heartbeat, a flush), then writes five
+    chunks more and ends."""
+
+    def __init__(self, first: list[bytes]) -> None:
+        self.first, self.later, self.finished = first, 0, False
+
+    async def __call__(self, scope_: Any, receive: Any, send: Any) -> None:
+        await send(start())
+        try:
+            for frame in self.first:
+                await send(body(frame))
+            await anyio.sleep(0.5)
+            for i in range(5):
+                await send(body(_chunk(f"later {i}")))
+                self.later += 1
+                await anyio.sleep(0.01)
+            await send(body(b"", more=False))
+        finally:
+            self.finished = True
+
+
+WATCHER_WRITES = {
+    # (the app's first writes, the write the client stops at, settings)
+    "heartbeat": ([b"data: 0\n\n"], lambda data: data.startswith(b":"), {"heartbeat_interval": 0.05,
+                                                                          "coalesce": False}),
+    "flush": ([_chunk("a"), _chunk("b")], lambda data: b'"b"' in data,
+              {"heartbeat_interval": 0, "coalesce_max_delay": 0.05}),  # "b" waits to be merged
+}
+
+
+@pytest.mark.parametrize("write", list(WATCHER_WRITES))
+async def test_a_stuck_heartbeat_or_flush_gives_the_client_up(write: str) -> None:
+    """The write the client stopped at is the watcher's, not the app's: cut at send_timeout, it gives the
+    client up as the app's would (the app cancelled, nothing written after the half-sent write). The
+    control: the same write held for less than send_timeout, then the stream writes on to its end."""
+    first, cue, settings = WATCHER_WRITES[write]
+    app, wire = QuietThenTalks(first), HeldOnCue(cue, hold=math.inf)
+    assert not await run_for(5, mw(app, send_timeout=TIMEOUT, **settings), wire)
+    assert wire.cut and wire.after_cut == []  # not one message after the cut write
+    assert app.finished and app.later == 0  # cancelled while quiet: the client was given up
+    app, slow = QuietThenTalks(first), HeldOnCue(cue, hold=TIMEOUT / 3)
+    assert not await run_for(5, mw(app, send_timeout=TIMEOUT, **settings), slow)
+    assert slow.cued and not slow.cut and app.later == 5 and slow.complete  # the control
+    assert _text(slow).endswith("later 3later 4")  # the text as its client reads it (merged or not)
 
 
 # -- resumable: the stream detaches, the app goes on into the log --------------------------------------

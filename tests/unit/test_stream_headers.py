@@ -12,16 +12,14 @@ from typing import Any
 import anyio
 import pytest
 
-from sse_middleware import StreamingMiddleware, StreamingSettings
-
-from ..support.harness import Wire, scope
+from ..support.harness import Wire, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("restore_signals"), pytest.mark.timeout(30)]
 
 EVENTS = [b"data: tick %d\n\n" % n for n in range(6)]
 # Heartbeats after 20 ms of silence, and the app pauses 50 ms between writes: anything the middleware
 # would add to an event stream it handles (a comment) lands between the app's writes.
-SETTINGS = StreamingSettings(heartbeat_interval=0.02)
+SETTINGS: dict[str, Any] = {"heartbeat_interval": 0.02, "telemetry": True}
 
 
 def gzipped(pieces: list[bytes]) -> list[bytes]:
@@ -42,13 +40,6 @@ def sse_app(bodies: list[bytes], headers: list[tuple[bytes, bytes]]) -> Any:
     return app
 
 
-async def serve(app: Any, settings: StreamingSettings = SETTINGS) -> Wire:
-    wire = Wire()
-    with anyio.fail_after(10):
-        await StreamingMiddleware(app, settings)(scope(), wire.receive, wire.send)
-    return wire
-
-
 def bodies(wire: Wire) -> list[bytes]:
     return [m["body"] for m in wire.messages if m["type"] == "http.response.body" and m["body"]]
 
@@ -59,7 +50,7 @@ def bodies(wire: Wire) -> list[bytes]:
 async def test_an_apps_gzipped_event_stream_passes_byte_for_byte(anyio_backend: str) -> None:
     compressed = gzipped(EVENTS)
     headers = [(b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip")]
-    wire = await serve(sse_app(compressed, headers))
+    wire = await serve(sse_app(compressed, headers), **SETTINGS)
     assert bodies(wire) == compressed  # each write as it came: nothing added, merged or held
     assert gzip.decompress(wire.data) == b"".join(EVENTS)
     sent = wire.headers()
@@ -70,7 +61,7 @@ async def test_an_apps_gzipped_event_stream_passes_byte_for_byte(anyio_backend: 
 async def test_control_the_same_stream_uncompressed_is_handled_as_sse(anyio_backend: str) -> None:
     """Without Content-Encoding the middleware does write into the stream (heartbeats between the app's
     events), which is what it must never do to bytes it cannot parse."""
-    wire = await serve(sse_app(EVENTS, [(b"content-type", b"text/event-stream")]))
+    wire = await serve(sse_app(EVENTS, [(b"content-type", b"text/event-stream")]), **SETTINGS)
     assert any(body.startswith(b":") for body in bodies(wire)), bodies(wire)
     assert [e.data for e in wire.events()] == [f"tick {n}" for n in range(6)]
 
@@ -94,15 +85,15 @@ async def test_an_apps_cache_control_is_kept_and_gains_no_transform(
     anyio_backend: str, app_sets: list[bytes], sent: bytes
 ) -> None:
     headers = [(b"content-type", b"text/event-stream"), *((b"Cache-Control", value) for value in app_sets)]
-    wire = await serve(sse_app(EVENTS[:1], headers))
+    wire = await serve(sse_app(EVENTS[:1], headers), **SETTINGS)
     assert cache_control(wire) == [sent]
 
 
 async def test_control_without_one_the_stream_gets_no_cache_and_a_non_stream_keeps_its_own(
     anyio_backend: str,
 ) -> None:
-    wire = await serve(sse_app(EVENTS[:1], [(b"content-type", b"text/event-stream")]))
+    wire = await serve(sse_app(EVENTS[:1], [(b"content-type", b"text/event-stream")]), **SETTINGS)
     assert cache_control(wire) == [b"no-cache, no-transform"]
     json_headers = [(b"content-type", b"application/json"), (b"cache-control", b"private, max-age=0")]
-    passed = await serve(sse_app([b"{}"], json_headers))
+    passed = await serve(sse_app([b"{}"], json_headers), **SETTINGS)
     assert cache_control(passed) == [b"private, max-age=0"]  # not a stream: untouched
