@@ -73,7 +73,10 @@ def _headers(exchange: Exchange) -> dict[str, str]:
 
 def text_of(events: list[dict[str, Any]]) -> str:
     return "".join(
-        part["text"] for e in events if "artifactUpdate" in e for part in e["artifactUpdate"]["artifact"]["parts"]
+        part["text"]
+        for e in events
+        if "artifactUpdate" in e
+        for part in e["artifactUpdate"]["artifact"]["parts"]
     )
 
 

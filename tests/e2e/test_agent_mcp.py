@@ -87,7 +87,9 @@ def run(server: Server, mode: str, calls: str = "plain") -> Session:
             await _call(client, session, "fail", "fail", {})
             async with anyio.create_task_group() as group:
                 for k in (3, 4, 6):
-                    group.start_soon(_call, client, session, f"concurrent-{k}", "count", {"n": k, "pause": 0.02})
+                    group.start_soon(
+                        _call, client, session, f"concurrent-{k}", "count", {"n": k, "pause": 0.02}
+                    )
 
     with tap(server.port) as wire:
         anyio.run(main, wire.url)
@@ -146,10 +148,16 @@ def assert_same_wire(ours: Session, bare: Session) -> None:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-def test_mcp_through_the_middleware_is_the_bare_app_byte_for_byte(servers: dict[str, Server], mode: str) -> None:
+def test_mcp_through_the_middleware_is_the_bare_app_byte_for_byte(
+    servers: dict[str, Server], mode: str
+) -> None:
     ours, bare = run(servers["ours"], mode), run(servers["bare"], mode)
     # The control first: what the SDK's client gets from the app itself.
-    assert bare.results["count"] == {"text": ["counted to 5"], "error": False, "structured": {"result": "counted to 5"}}
+    assert bare.results["count"] == {
+        "text": ["counted to 5"],
+        "error": False,
+        "structured": {"result": "counted to 5"},
+    }
     assert [p for p, _, _ in bare.progress["count"]] == [1, 2, 3, 4, 5]
     assert bare.progress["count"][0] == (1, 5, "step 1 of 5 · ✓")
     assert bare.results["fail"]["error"] is True and bare.progress["fail"] == [(1, 2, "about to fail")]
@@ -179,7 +187,11 @@ def test_mcp_resumable_mode_resumes_the_apps_way(
     servers: dict[str, Server], bare_halfway: Session, middleware: str
 ) -> None:
     ours, bare = run(servers[middleware], "legacy", "halfway"), bare_halfway
-    done = {"text": ["resumed and counted to 6"], "error": False, "structured": {"result": "resumed and counted to 6"}}
+    done = {
+        "text": ["resumed and counted to 6"],
+        "error": False,
+        "structured": {"result": "resumed and counted to 6"},
+    }
     for session in (bare, ours):
         assert session.results["halfway"] == done
         assert [p for p, _, _ in session.progress["halfway"]] == [1, 2, 3, 4, 5, 6]  # each once, in order
@@ -191,6 +203,7 @@ def test_mcp_resumable_mode_resumes_the_apps_way(
         assert re.fullmatch(r"ev-\d+-\d+", again.request_headers["last-event-id"])
         assert again.status == 200 and b"resumed and counted to 6" in again.body
         assert not OUR_ID.search(post.body + again.body), "the app's ids are the stream's ids"
+
     # Byte for byte: the two responses of the call, together (where the first stops is a race of the app's
     # own close with its writer, the same with and without the middleware; together they are every event).
     def call(session: Session) -> bytes:

@@ -31,7 +31,9 @@ WHEN = "2026-01-01T00:00:00+00:00"
 class Streamer(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id is not None and context.context_id is not None
-        await event_queue.enqueue_event(new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED))
+        await event_queue.enqueue_event(
+            new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED)
+        )
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.update_status(
             TaskState.TASK_STATE_WORKING,
@@ -60,7 +62,9 @@ CARD = AgentCard(
     name="streamer",
     description="Streams an answer as task artifacts",
     version="1.0.0",
-    supported_interfaces=[AgentInterface(url="http://127.0.0.1/", protocol_binding="JSONRPC", protocol_version="1.0")],
+    supported_interfaces=[
+        AgentInterface(url="http://127.0.0.1/", protocol_binding="JSONRPC", protocol_version="1.0")
+    ],
     capabilities=AgentCapabilities(streaming=True),
     default_input_modes=["text/plain"],
     default_output_modes=["text/plain"],
@@ -69,7 +73,9 @@ CARD = AgentCard(
 
 
 def build(wrap: bool) -> Any:
-    handler = DefaultRequestHandler(agent_executor=Streamer(), task_store=InMemoryTaskStore(), agent_card=CARD)
+    handler = DefaultRequestHandler(
+        agent_executor=Streamer(), task_store=InMemoryTaskStore(), agent_card=CARD
+    )
     app = Starlette(routes=[*create_agent_card_routes(CARD), *create_jsonrpc_routes(handler, "/")])
     return StreamingMiddleware(app) if wrap else app
 

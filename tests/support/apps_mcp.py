@@ -72,7 +72,9 @@ class Store(EventStore):
             self._answered.setdefault(stream_id, anyio.Event()).set()
         return event_id
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         found = next((i for i, (eid, _, _) in enumerate(self.events) if eid == last_event_id), None)
         if found is None:
             return None
@@ -89,7 +91,7 @@ def build(wrap: bool, resumable: bool) -> Any:
     app = server.streamable_http_app(
         event_store=Store() if resumable else None,
         retry_interval=50 if resumable else None,  # how soon the client comes back (ms)
-        # the tests call it by 127.0.0.1 through a tap on another port: the Host header check is not the subject
+        # the tests reach it through a tap on another port: the Host check is not what they test
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     return StreamingMiddleware(app) if wrap else app
