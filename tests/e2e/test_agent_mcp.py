@@ -39,6 +39,7 @@ def servers() -> Iterator[dict[str, Server]]:
     variants = {
         "bare": {"TEST_WRAP": "0"},
         "ours": {},
+        "ours-resume-on": {"SSE_MIDDLEWARE_RESUME": "1"},
         "bare-resumable": {"TEST_WRAP": "0", "TEST_MCP_RESUMABLE": "1"},
         "ours-resumable": {"TEST_MCP_RESUMABLE": "1"},
         "ours-resumable-resume-on": {"TEST_MCP_RESUMABLE": "1", "SSE_MIDDLEWARE_RESUME": "1"},
@@ -173,6 +174,16 @@ def test_mcp_through_the_middleware_is_the_bare_app_byte_for_byte(
     served = [e for e in ours.wire if e.header("content-type", "").startswith("text/event-stream")]
     assert served and all(e.header("x-accel-buffering") == "no" for e in served)
     assert all(e.header("connection") is None for e in served)  # hop-by-hop: never passed on
+
+
+def test_mcp_without_an_event_store_gets_the_middlewares_ids_under_resume(servers: dict[str, Server]) -> None:
+    """The other side of the decision: MCP streams with no ids of their own are tagged (a client that
+    loses one can resume it from the middleware's log), and the SDK's client works the same."""
+    ours, bare = run(servers["ours-resume-on"], "legacy"), run(servers["bare"], "legacy")
+    assert ours.results == bare.results and ours.progress == bare.progress
+    tools = [e for e in ours.wire if b'"tools/call"' in e.request_body]
+    assert tools and all(OUR_ID.search(e.body) for e in tools)
+    assert not any(OUR_ID.search(e.body) for e in bare.wire)  # control
 
 
 @pytest.fixture(scope="module")
