@@ -20,5 +20,7 @@ class StreamObserver(Protocol):
         finish_reason: str | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        error_type: str | None = None,
     ) -> None:
-        """What an event said about the response (a dialect's ``info``)."""
+        """What an event said about the response (a dialect's ``info``); ``error_type``: the stream
+        reported its own failure in its format (AG-UI's ``RUN_ERROR``, by its ``code``)."""

@@ -35,6 +35,7 @@ class StreamTelemetry:
     """Observations of one stream: cheap while it runs, turned into a span and metrics once at the end."""
 
     __slots__ = (
+        "_app_error",
         "_blocked",
         "_bytes",
         "_chunks",
@@ -93,6 +94,7 @@ class StreamTelemetry:
         self._extra: dict[str, AttributeValue] | None = None  # attributes of ours that few streams have
         self._guard: list[float] | None = None  # checks, their seconds, faults; None: no guards
         self._blocked: str | None = None
+        self._app_error: str | None = None  # the failure the stream itself reported, if it did
 
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
@@ -162,9 +164,13 @@ class StreamTelemetry:
         finish_reason: str | None = None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        error_type: str | None = None,
     ) -> None:
         """Facts seen in the stream. Later values win (Anthropic's final usage comes last); finish
-        reasons accumulate, each distinct one once, in order (one per choice when OpenAI's n > 1)."""
+        reasons accumulate, each distinct one once, in order (one per choice when OpenAI's n > 1).
+        ``error_type``: the app reported its own failure in the stream (AG-UI's ``RUN_ERROR``): the span
+        fails with it, unless the stream ends with an error of ours."""
+        self._app_error = error_type or self._app_error
         self._model = model or self._model
         self._response_id = response_id or self._response_id
         if finish_reason and finish_reason not in self._finish:
@@ -206,6 +212,8 @@ class StreamTelemetry:
         t, first, last = self._instruments, self._first, self._last
         if error_type is None and exception is not None:
             error_type = error_type_name(exception)
+        if error_type is None:
+            error_type = self._app_error
         elapsed = now - self._start_mono
         notes = self._scope.get(_NOTES) or {}
         self._request_model = notes.get("request_model") or self._request_model

@@ -238,6 +238,51 @@ def _ui_text(body: dict[str, Any]) -> tuple[object, str] | None:
     return None
 
 
+# -- AG-UI: EventEncoder's shape, a millisecond timestamp on some events (pydantic-ai sets one on each) ----
+def agui_stream(tokens: list[str]) -> str:
+    def at(i: int) -> dict[str, int]:
+        return {"timestamp": 1_700_000_000_000 + i} if i % 3 else {}
+
+    out = [sse({"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"})]
+    out += [sse({"type": "REASONING_START", "messageId": "th1"})]
+    out += [sse({"type": "REASONING_MESSAGE_START", "messageId": "th1", "role": "reasoning"})]
+    out += [
+        sse({"type": "REASONING_MESSAGE_CONTENT", **at(i), "messageId": "th1", "delta": t})
+        for i, t in enumerate(tokens)
+    ]
+    out += [
+        sse({"type": "REASONING_MESSAGE_END", "messageId": "th1"}),
+        sse({"type": "REASONING_END", "messageId": "th1"}),
+    ]
+    out += [sse({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"})]
+    out += [
+        sse({"type": "TEXT_MESSAGE_CONTENT", **at(i), "messageId": "m1", "delta": t})
+        for i, t in enumerate(tokens)
+    ]
+    out += [sse({"type": "TEXT_MESSAGE_END", "messageId": "m1"})]
+    out += [
+        sse({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f", "parentMessageId": "m1"})
+    ]
+    out += [
+        sse({"type": "TOOL_CALL_ARGS", **at(i), "toolCallId": "c1", "delta": p})
+        for i, p in enumerate(pieces(ARGS_TEXT, 2))
+    ]
+    out += [
+        sse({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+        sse({"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"}),
+    ]
+    return "".join(out)
+
+
+def _agui_text(body: dict[str, Any]) -> tuple[object, str] | None:
+    kind = body.get("type")
+    if kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+        return (kind, body["messageId"]), body["delta"]
+    if kind == "TOOL_CALL_ARGS":
+        return (kind, body["toolCallId"]), body["delta"]
+    return None
+
+
 # -- JSON relays ------------------------------------------------------------------------------------
 def relay_stream(tokens: list[str]) -> str:
     """The classic FastAPI relay: ``json.dumps({"text": token})`` per token, then ``[DONE]``."""
@@ -267,6 +312,7 @@ FORMATS: dict[str, tuple[Callable[[list[str]], str], Reader]] = {
     "openai-responses": (responses_stream, _responses_text),
     "anthropic": (anthropic_stream, _anthropic_text),
     "ai-sdk": (ui_stream, _ui_text),
+    "ag-ui": (agui_stream, _agui_text),
     "relay": (relay_stream, _relay_text),
     "json": (custom_stream, _custom_text),
 }

@@ -1,11 +1,13 @@
 """What a request body declares its output must look like: a schema per tool (by function name) and one
-for the text content. Read from the three request formats the middleware streams:
+for the text content. Read from the request formats the middleware streams:
 
 - OpenAI chat: ``tools[].function.parameters`` (and the older ``functions[].parameters``); ``response_format``
   ``{"type": "json_schema", "json_schema": {"schema": ...}}`` or ``{"type": "json_object"}``.
 - OpenAI Responses: ``tools[]`` of ``type: "function"`` with ``name`` and ``parameters``; ``text.format`` of
   type ``json_schema`` (``schema``) or ``json_object``.
 - Anthropic: ``tools[].input_schema`` by ``name``.
+- AG-UI: a ``RunAgentInput``'s ``tools[]``, ``parameters`` by ``name`` (read as the Responses shape: no
+  ``type``, which means a function); its text has no declared schema.
 
 The body is whatever JSON the app read, so nothing here trusts a type: a part of the wrong shape means no
 check for that part, never an exception. Schemas are returned as declared; compiling them (which may raise
