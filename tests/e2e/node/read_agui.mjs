@@ -12,6 +12,11 @@ const [url, raw] = process.argv.slice(2);
 const input = JSON.parse(raw);
 const agent = new HttpAgent({ url, threadId: input.threadId, initialMessages: input.messages });
 const result = { count: {}, types: [], messages: [], runError: null, failed: null };
+// A cut connection also rejects a promise inside the client that nobody awaits; it is the same failure,
+// already reported by onRunFailed, and must not turn the exit status of this reader into a crash.
+process.on("unhandledRejection", (error) => {
+  result.failed = result.failed ?? String(error?.message ?? error);
+});
 try {
   await agent.runAgent(
     { runId: input.runId, tools: input.tools ?? [] },
