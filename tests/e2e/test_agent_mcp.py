@@ -5,8 +5,10 @@ that closes its own stream halfway), served by uvicorn with the middleware and w
 The SDK's ``Client`` talks to each through a recording proxy (tests/support/wiretap.py), so besides the
 results the tests compare the raw wire: every response body byte for byte. Normalized, and only that:
 the ``Mcp-Session-Id`` (random per session), the JSON-RPC request ids in request and response bodies
-(the client numbers concurrent calls in the order they reach it), the ``Date`` header, and where the
-middleware differs on purpose in headers (it drops the app's ``Connection: keep-alive``).
+(the client numbers concurrent calls in the order they reach it), the ``Date`` header, a stream's bytes
+after the event with the JSON-RPC answer (the client closes there: whether a priming event after it
+made it onto the wire is a race), and where the middleware differs on purpose in headers (it drops the
+app's ``Connection: keep-alive``, which a test asserts).
 
 Both handshakes: ``legacy`` (``initialize``, a session) and the 2026-07-28 per-request protocol. The
 resumable mode (an ``EventStore``: every event carries the app's own ``id:``) with the middleware's
