@@ -1,16 +1,21 @@
 """Adding ``id:`` lines to an outgoing event stream, without re-encoding a byte of it.
 
-Every *event* (a block with at least one ``data`` field, i.e. one a client dispatches) gets one line
-``id: <stream>.<n>`` inserted just before the blank line that ends it, ``n`` counting events from 1.
-Everything else stays as sent: comments and heartbeats, blocks with no ``data`` (a lone ``retry:``),
-extra blank lines, the app's line endings. Insertion only, so a WHATWG parser sees the same events, each
-with our id, under any chunking: the tagger carries only a pending CR and the first bytes of a line
-across chunks, and writes each chunk out at once (it never holds bytes back).
+Every *event* (a block with at least one ``data`` field, i.e. one a client dispatches), up to the
+first id of the app's own (below), gets one line ``id: <stream>.<n>`` inserted just before the blank
+line that ends it, ``n`` counting events from 1. Everything else stays as sent: comments and
+heartbeats, blocks with no ``data`` (a lone ``retry:``), extra blank lines, the app's line endings.
+Insertion only, so a WHATWG parser sees the same events, each with our id, under any chunking: the
+tagger carries only a pending CR and the first bytes of a line across chunks, and writes each chunk out
+at once (it never holds bytes back).
 
-**An event that already has the app's own ``id:``** keeps that line, and ours comes after it: within a
-block the last ``id`` wins, so the client's ``lastEventId`` is ours and a reconnect resumes. With
-``resume`` on, the middleware owns ``Last-Event-ID``; an app that runs its own resume protocol on its
-ids keeps ``resume`` off for that route (``override(scope, resume=False)``).
+**A stream that carries its own ids keeps them.** From the first block with an ``id`` field of the
+app's (an event's or a lone ``id:``: MCP's event store, any server that implements ``Last-Event-ID``
+itself), the tagger adds no more ids: the client's ``lastEventId`` stays the app's, so its reconnect
+reaches the app's own resume (an id not of our shape goes to the app untouched). Were ours written
+after the app's, ours would win within the block and the reconnect would come to us, for a stream the
+app may still be writing under another request (MCP closes a response halfway and goes on in its
+store). Events are still counted and logged: a client that holds one of our ids from before that point
+resumes from the log, which replays the app's events as sent, ids and all.
 
 Each whole event, as sent (id included), is also handed to ``on_event(seq, data)`` for the log; an event
 larger than ``max_event`` is reported as ``None`` rather than held.
@@ -26,22 +31,25 @@ from .lines import CR, LF
 
 _LINE_END: Final = re.compile(rb"\r\n|\r|\n")
 _DATA_LINE: Final = re.compile(rb"(?:^|\n)data[:\n]")  # a data field in an LF-only block
+_ID_LINE: Final = re.compile(rb"(?:^|\n)id[:\n]")  # an id field of the app's in an LF-only block
 _BOM: Final = b"\xef\xbb\xbf"
 _HEAD: Final = 8  # a BOM and "data:" decide whether a line is a data field
 
 OnEvent = Callable[[int, "bytes | None"], None]
 
 
-def _is_data(head: bytes, first_line: bool) -> bool:
+def _is_field(head: bytes, first_line: bool, name: bytes) -> bool:
+    """Whether a line starting with ``head`` is the field ``name`` (``data`` or ``id``)."""
     if first_line and head.startswith(_BOM):
         head = head[3:]
-    return head == b"data" or head.startswith(b"data:")
+    return head == name or head.startswith(name + b":")
 
 
 class Tagger:
     """``feed(chunk) -> chunk with ids``; whole events go to ``on_event`` as they complete."""
 
     __slots__ = (
+        "_aside",
         "_data",
         "_first",
         "_head",
@@ -50,6 +58,7 @@ class Tagger:
         "_line_start",
         "_max",
         "_on_event",
+        "_own_id",
         "_parts",
         "_prefix",
         "_size",
@@ -69,6 +78,8 @@ class Tagger:
         self._first = True  # still on the stream's first line (which may start with a BOM)
         self._in_block = False
         self._data = False  # the current block has a data field: it is an event
+        self._own_id = False  # the current block has an id field of the app's
+        self._aside = False  # an event of the app's had its own id: the ids are the app's from there on
         self._parts: list[bytes] | None = []  # the current block as sent; None once past max_event
         self._size = 0
 
@@ -81,10 +92,16 @@ class Tagger:
             and CR not in chunk
             and chunk.find(b"\n\n") == len(chunk) - 2
         ):
+            own_id = _ID_LINE.search(chunk) is not None
             if _DATA_LINE.search(chunk) is None:
+                self._aside = self._aside or own_id  # an id alone sets the client's lastEventId too
                 return chunk  # a comment or a heartbeat: no id, not logged
             self.seq += 1
-            out = b"".join((chunk[:-1], self._prefix, b"%d\n\n" % self.seq))
+            if self._aside or own_id:
+                self._aside = True
+                out = chunk
+            else:
+                out = b"".join((chunk[:-1], self._prefix, b"%d\n\n" % self.seq))
             self._on_event(self.seq, out if len(out) <= self._max else None)
             return out
         return self._scan(chunk) if chunk else chunk
@@ -102,21 +119,26 @@ class Tagger:
         for match in _LINE_END.finditer(chunk, pos):
             start, end = match.span()
             if self._line_start and start == pos and not self._head:  # a blank line: the block ends
+                self._aside = self._aside or self._own_id  # an id alone sets the client's lastEventId too
                 if self._data:
                     self.seq += 1
-                    id_line = self._prefix + b"%d\n" % self.seq
-                    out.append(chunk[emitted:start])
-                    out.append(id_line)
-                    emitted = start
-                    self._event_done(chunk[block:start] + id_line + chunk[start:end])
-                self._in_block = self._data = False
+                    if self._aside:
+                        self._event_done(chunk[block:end])
+                    else:
+                        id_line = self._prefix + b"%d\n" % self.seq
+                        out.append(chunk[emitted:start])
+                        out.append(id_line)
+                        emitted = start
+                        self._event_done(chunk[block:start] + id_line + chunk[start:end])
+                self._in_block = self._data = self._own_id = False
                 self._parts = []
                 self._size = 0
                 block = end
             else:
                 if len(self._head) < _HEAD:
                     self._head += chunk[pos : min(start, pos + _HEAD - len(self._head))]
-                self._data = self._data or _is_data(self._head, self._first)
+                self._data = self._data or _is_field(self._head, self._first, b"data")
+                self._own_id = self._own_id or _is_field(self._head, self._first, b"id")
                 self._in_block = True
             self._first = False
             self._head = b""

@@ -117,6 +117,24 @@ stream_bytes = st.tuples(st.booleans(), st.lists(st.one_of(whole_lines, st.binar
 Log = list[tuple[int, bytes | None]]
 
 
+def events_before_an_id_of_the_apps(data: bytes) -> int:
+    """How many events come before the first block with an ``id`` field (the tagger's ids stop there),
+    read line by line as a WHATWG parser splits them; all of them when there is none."""
+    lines = re.split(rb"\r\n|\r|\n", data.removeprefix(b"\xef\xbb\xbf"))[:-1]  # the last is unfinished
+    events, has_data, has_id = 0, False, False
+    for line in lines:
+        if not line:
+            if has_id:
+                return events
+            events += has_data
+            has_data = has_id = False
+        else:
+            name = line.split(b":", 1)[0]
+            has_data = has_data or name == b"data"
+            has_id = has_id or name == b"id"
+    return events
+
+
 def tag(data: bytes, cuts: list[int], max_event: int = 1 << 20) -> tuple[bytes, Log]:
     log: Log = []
     tagger = Tagger(STREAM, lambda seq, event: log.append((seq, event)), max_event)
@@ -142,13 +160,15 @@ def test_tagger_adds_one_id_per_event_and_nothing_else_under_any_chunking(
     assert out == tag(data, [])[0] == tag(data, list(range(len(data))))[0]  # chunking changes nothing
     assert re.sub(rb"id: " + STREAM.encode() + rb"\.[0-9]+\n", b"", out) == data  # insertions only
     seen = items(out)
-    expected, n = [], 0
+    expected, n, ours = [], 0, events_before_an_id_of_the_apps(data)
     for item in items(data):
         if isinstance(item, Event):
             n += 1
-            item = dataclasses.replace(item, id=f"{STREAM}.{n}")
+            if n <= ours:
+                item = dataclasses.replace(item, id=f"{STREAM}.{n}")
         expected.append(item)
-    assert seen == expected  # the same events and comments, each event with our id
+    # The same events and comments, each event with our id until the app gives ids of its own.
+    assert seen == expected
     assert [seq for seq, _ in log] == list(range(1, n + 1))
     # The log replays from any position a client can hold (ids start at 1): exactly the events after it.
     events = [e for e in seen if isinstance(e, Event)]
@@ -163,10 +183,30 @@ def test_tagger_fast_path_and_comments() -> None:
     assert [seq for seq, _ in log] == [1, 2]
 
 
-def test_app_id_is_kept_and_ours_wins() -> None:
-    out, _ = tag(b"id: mine\ndata: a\n\n", [])
-    assert out == f"id: mine\ndata: a\nid: {STREAM}.1\n\n".encode()
-    assert parse(out) == [Event("a", None, f"{STREAM}.1")]
+APP_IDS = b"data: a\n\nid: mine-1\ndata: b\n\ndata: c\n\n: ping\n\nid: mine-2\ndata: d\n\n"
+PER_EVENT = [9, 29, 38, 46]  # one send per event, as most apps write (the fast path)
+
+
+@pytest.mark.parametrize(
+    "cuts", [[], [9], PER_EVENT, list(range(60))], ids=["whole", "two-chunks", "per-event", "byte-by-byte"]
+)
+def test_from_the_apps_first_own_id_the_ids_are_the_apps(cuts: list[int]) -> None:
+    data = APP_IDS
+    out, log = tag(data, cuts)
+    # Ours up to the app's first id; then nothing added, so the client's lastEventId is the app's own.
+    assert out == f"data: a\nid: {STREAM}.1\n\n".encode() + data[9:]
+    assert [e.id for e in parse(out)] == [f"{STREAM}.1", "mine-1", None, "mine-2"]
+    # Still logged, as sent: a client holding our id 1 resumes from the log with the app's events.
+    assert log == [(1, f"data: a\nid: {STREAM}.1\n\n".encode()), (2, b"id: mine-1\ndata: b\n\n"),
+                   (3, b"data: c\n\n"), (4, b"id: mine-2\ndata: d\n\n")]  # fmt: skip
+    # A lone id sets the client's lastEventId as well (MCP's priming event has an empty data line).
+    lone, _ = tag(b"data: a\n\nid: x\n\ndata: b\n\n", [9, 16])
+    assert lone == f"data: a\nid: {STREAM}.1\n\n".encode() + b"id: x\n\ndata: b\n\n"
+    lone, _ = tag(b"id: x\n\ndata: a\n\n", cuts)
+    assert lone == b"id: x\n\ndata: a\n\n"
+    # Control: without ids of the app's, every event gets ours.
+    plain, _ = tag(b"data: a\n\ndata: b\n\n", cuts)
+    assert [e.id for e in parse(plain)] == [f"{STREAM}.1", f"{STREAM}.2"]
 
 
 def test_events_over_the_bound_are_not_logged() -> None:
