@@ -12,15 +12,15 @@ import asyncio
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 Loop = asyncio.AbstractEventLoop
 
 
-def asyncio_loop() -> Loop | None:
-    """The running asyncio loop, or None (trio, or no loop). ``asyncio._get_running_loop``: the public
-    ``get_running_loop`` raises and catches a ``RuntimeError`` where there is none, at each call."""
-    return asyncio._get_running_loop()
+asyncio_loop: Final[Callable[[], Loop | None]] = asyncio._get_running_loop
+"""The running asyncio loop, or None (trio, or no loop): the public ``get_running_loop`` raises and
+catches a ``RuntimeError`` where there is none, at each call. The function itself, not a wrapper: it is
+called for every stream."""
 
 
 def trio_module() -> Any | None:

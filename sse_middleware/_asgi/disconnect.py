@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 
@@ -107,27 +108,25 @@ class ClientWatch:
         return False
 
 
-ClientLeft = Callable[..., bool]  # the stream's client_left(cancel_app=...)
+class Leaves(Protocol):
+    """What the listener tells: the stream's ``client_left``."""
+
+    def client_left(self, *, cancel_app: bool) -> bool: ...
 
 
 class Listener:
     """A stream's disconnect listener, run by its watcher while the app does not listen itself.
-    ``client_left``: the stream's, held weakly (the stream holds this listener)."""
+    ``stream``: held weakly (it holds this listener)."""
 
-    __slots__ = ("_client_left", "_life", "_may_listen", "_watch", "_watcher")
+    __slots__ = ("_life", "_may_listen", "_stream", "_watch", "_watcher")
 
     def __init__(
-        self,
-        watch: ClientWatch,
-        watcher: Watcher,
-        life: Lifecycle,
-        client_left: weakref.WeakMethod[ClientLeft],
-        may_listen: bool,
+        self, watch: ClientWatch, watcher: Watcher, life: Lifecycle, stream: Leaves, may_listen: bool
     ) -> None:
         self._watch = watch
         self._watcher = watcher
         self._life = life
-        self._client_left = client_left
+        self._stream = weakref.ref(stream)
         self._may_listen = may_listen
 
     def gone_before_start(self) -> bool:
@@ -149,17 +148,17 @@ class Listener:
             self._tell(cancel_app=not watch.app_listening)
 
     def _tell(self, *, cancel_app: bool) -> None:
-        client_left = self._client_left()
-        if client_left is not None:
-            client_left(cancel_app=cancel_app)
+        stream = self._stream()
+        if stream is not None:
+            stream.client_left(cancel_app=cancel_app)
 
     def hide_disconnects(self) -> None:
         """A resumable stream: the app goes on when its client leaves, and never hears of it."""
-        left = self._client_left  # not self: the watch is the responder's, kept past the stream's end
+        ref = self._stream  # not self: the watch is the responder's, kept past the stream's end
 
         def told() -> None:
-            method = left()
-            if method is not None:
-                method(cancel_app=False)
+            stream = ref()
+            if stream is not None:
+                stream.client_left(cancel_app=False)
 
         self._watch.hide_disconnects(told)

@@ -31,7 +31,7 @@ from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
 from .guards import request_guards
-from .start import Shared, Started, open_stream
+from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
 
 
@@ -187,21 +187,30 @@ class Responder:
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
-        started = Started(
-            self.scope,
+        shared, scope = self.shared, self.scope
+        telemetry = start_telemetry(shared, scope, settings, peek, (self.started_mono, self.started_ns))
+        log = chat_request = None
+        if settings.resume and kind == headers.SSE:
+            log, chat_request = await open_log(
+                shared, scope, settings, start["headers"], telemetry, chat_body
+            )
+        forget = functools.partial(shared.forget, self)
+        stream = self.stream = open_stream(
+            shared,
+            scope,
             message,
-            start["headers"],
             kind,
             settings,
             peek,
-            chat_body,
             extra,
-            self.started_mono,
-            self.started_ns,
+            telemetry,
+            log,
+            chat_request,
+            self.life,
+            self.client_watch,
+            self._send,
+            forget,
         )
-        forget = functools.partial(self.shared.forget, self)
-        life, watch = self.life, self.client_watch
-        stream = self.stream = await open_stream(self.shared, started, life, watch, self._send, forget)
         self.shared.track(self)
         stream.begin()
 

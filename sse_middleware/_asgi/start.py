@@ -1,6 +1,7 @@
 """The response's start builds a finished stream: everything one streaming response needs is made here,
-in order (telemetry, the output check, the pipeline, the resume log), and the :class:`~.stream.Stream`
-that comes out is ready to run. Nothing is patched onto it afterwards.
+in order (:func:`start_telemetry`, then a resumable stream's :func:`open_log`, the one await, then
+:func:`open_stream`: the output check, the pipeline, the stream and its parts), and the
+:class:`~.stream.Stream` that comes out is ready to run. Nothing is patched onto it afterwards.
 
 :class:`Shared` is what the responder knows of the middleware: what every response shares, and two
 narrow callbacks (``track``, ``forget``) for the shutdown drain. The responder never imports the
@@ -33,6 +34,7 @@ from .stream import ChatRequest, Stream
 
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
+    from .._telemetry.recorder import StreamTelemetry
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,46 +52,65 @@ class Shared:
     forget: Callable[[Any], None]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Started:
-    """One response's start, as the responder saw it."""
-
-    scope: Scope
-    message: Message  # the app's http.response.start
-    headers: Sequence[tuple[bytes, bytes]]  # what went to the client: with the anti-buffering headers
-    kind: str  # headers.SSE, ...
-    settings: StreamingSettings  # with the request's overrides
-    peek: BodyPeek | None  # what the app read of its request body
-    chat_body: bytes | None  # a resumable POST's body, for the AI SDK's chat id
-    extra_guards: Sequence[Guard]
-    started_mono: float
-    started_ns: int
-
-
-async def open_stream(
+def start_telemetry(
     shared: Shared,
-    started: Started,
+    scope: Scope,
+    settings: StreamingSettings,
+    peek: BodyPeek | None,
+    started: tuple[float, int],
+) -> StreamTelemetry | None:
+    """The stream's telemetry (None: off); ``started``: the request's (``time.monotonic()``,
+    ``time.time_ns()``)."""
+    if not settings.telemetry:
+        return None
+    return shared.telemetry.start(
+        scope, start_mono=started[0], start_ns=started[1], body=peek, mark_parent=settings.mark_parent_span
+    )
+
+
+async def open_log(
+    shared: Shared,
+    scope: Scope,
+    settings: StreamingSettings,
+    sent: Sequence[tuple[bytes, bytes]],
+    telemetry: StreamTelemetry | None,
+    chat_body: bytes | None,
+) -> tuple[StreamLog | None, ChatRequest | None]:
+    """A resumable stream's log (None: the store is unavailable), and the AI SDK's chat request when its
+    POST had a body. ``sent``: the headers that went out, which a resumed response repeats."""
+    span = telemetry.span_context() if telemetry is not None else None  # made now: the log links it
+    log = await shared.resume.open(scope, settings, sent, span)
+    if log is None or not chat_body:
+        return log, None
+    path = chat.chat_path(scope.get("raw_path") or scope["path"].encode())
+    return log, (path, shared.resume.identity(scope), chat_body)
+
+
+def open_stream(
+    shared: Shared,
+    scope: Scope,
+    message: Message,
+    kind: str,
+    settings: StreamingSettings,
+    peek: BodyPeek | None,
+    extra_guards: Sequence[Guard],
+    telemetry: StreamTelemetry | None,
+    log: StreamLog | None,
+    chat_request: ChatRequest | None,
     life: Lifecycle,
     client_watch: ClientWatch,
     send: Send,
     forget: Callable[[], object],
 ) -> Stream:
-    """The stream of a response that turned out to be one (its start already went out)."""
-    scope, settings, kind, peek = started.scope, started.settings, started.kind, started.peek
+    """The stream of a response that turned out to be one, its start already gone out, ready to run:
+    ``message`` is the app's ``http.response.start``, ``kind`` the stream's (``headers.SSE``, ...),
+    ``settings`` with the request's overrides, ``peek`` what the app read of its request body. Plain
+    arguments, no object to carry them, and no await: this runs once per stream."""
     check = _output_check(settings, peek) if settings.validate_json and kind != headers.BYTES else None
-    telemetry = None
-    if settings.telemetry:
-        telemetry = shared.telemetry.start(
-            scope,
-            start_mono=started.started_mono,
-            start_ns=started.started_ns,
-            body=peek,
-            mark_parent=settings.mark_parent_span,
-        )
     core = shared.core if settings is shared.settings else settings.core()
-    guards = (*shared.guards, *started.extra_guards)
+    guards = (*shared.guards, *extra_guards)
     relay = shared.relays.for_route(scope)
-    app_headers = started.message.get("headers", ())
+    app_headers = message.get("headers", ())
     pipe: Pipeline
     guarded = None
     if guards:
@@ -99,14 +120,6 @@ async def open_stream(
         )
     else:
         pipe = Pipeline(kind, core, telemetry, headers=app_headers, relay=relay, check=check)
-    log: StreamLog | None = None
-    chat_request: ChatRequest | None = None
-    if settings.resume and kind == headers.SSE:
-        span = telemetry.span_context() if telemetry is not None else None  # made now: the log links it
-        log = await shared.resume.open(scope, settings, started.headers, span)
-        if log is not None and started.chat_body:
-            path = chat.chat_path(scope.get("raw_path") or scope["path"].encode())
-            chat_request = (path, shared.resume.identity(scope), started.chat_body)
     return Stream(
         life,
         settings,
@@ -114,7 +127,7 @@ async def open_stream(
         telemetry,
         send,
         client_watch,
-        trailers=bool(started.message.get("trailers")),
+        trailers=bool(message.get("trailers")),
         forget=forget,
         may_listen=not _reports_disconnect_on_send(scope),
         log=log,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core import chat, errors, headers
-from .._core.deadlines import FINALIZE_SECONDS
+from .._core.deadlines import FINALIZE_SECONDS, next_deadline
 from .._core.dialects.endings import CONTENT_FILTER
 from .._core.errors import ErrorInfo, logger
 from .._core.guarded import GuardedPipeline
@@ -102,14 +102,13 @@ class Stream:
             telemetry,
             self.watcher,
             me,
-            send_timeout=settings.send_timeout,
-            heartbeat=beat,
-            trailers=trailers,
-            log=log,
+            settings.send_timeout,
+            beat,
+            trailers,
+            log,
         )
         self.timers = StreamTimers(life, self.writer, pipe.config, settings, me)
-        left = weakref.WeakMethod(self.client_left)
-        self.listener = Listener(client_watch, self.watcher, life, left, may_listen)
+        self.listener = Listener(client_watch, self.watcher, life, self, may_listen)
         self.guards: GuardRunner | None = None
         self.body: Callable[[Message], Awaitable[None]] = self.writer.body
         if guards is not None:
@@ -129,7 +128,10 @@ class Stream:
         if self.listener.gone_before_start():
             self.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
-        self.writer.wake_by(self.writer.next_deadline(self.pipe.config))  # none: no task, no timer
+        writer = self.writer
+        when = next_deadline(self.pipe.config, self.pipe, writer.clocks)  # no write is in flight yet
+        if when != math.inf:  # none: no task, no timer
+            writer.watcher.want(when)
         self.listener.listen_if_needed()
 
     # -- what the watcher asks (its owner: held weakly) ----------------------------------------------------
@@ -352,4 +354,3 @@ class ChatIndex:
             self._log.index(chat.chat_key(path, ident, who))
             self._log.on_stop(self._stream.end_on_delete)
         return True
-

@@ -113,7 +113,6 @@ class Writer:
         telemetry: StreamTelemetry | None,
         watcher: Watcher,
         ends: Ends,
-        *,
         send_timeout: float,
         heartbeat: float,
         trailers: bool,
@@ -135,7 +134,7 @@ class Writer:
         # further apart than the timeout: the watcher then wakes by last_write + heartbeat_interval,
         # no later than a write in flight is stuck, and from there it looks at stuck_at() itself.
         self._tell_stuck_at = bool(send_timeout) and not 0 < heartbeat <= send_timeout
-        self.sending_since = math.inf  # when the write in flight began (inf: none)
+        self.sending_since = 0.0  # when the write in flight began (0.0, a time no clock shows: none)
         self._in_flight: anyio.CancelScope | None = None  # the write cut() cuts
         self.index: Any = None  # called after each frame the log takes, until it returns True
 
@@ -181,7 +180,7 @@ class Writer:
                             raise  # the app hears it, as it would without us
                         return
                     finally:
-                        self.sending_since = math.inf
+                        self.sending_since = 0.0
                     self.clocks.last_write = now
                     if self.telemetry is not None:
                         self.telemetry.frame(len(data))
@@ -262,7 +261,7 @@ class Writer:
                 raise  # the app hears it, as it would without us
             return False
         finally:
-            self.sending_since = math.inf
+            self.sending_since = 0.0
             self._in_flight = None
         if scope.cancelled_caught or self.life.detached:
             return False
@@ -311,7 +310,7 @@ class Writer:
                 return time.monotonic() >= until
             if self.life.connected:
                 end = {"type": BODY, "body": hint, "more_body": False}
-                return not await self._last([end], now, until, watched=False)
+                return not await self._last(end, now, until)
             return False
         except OSError:  # the client left as we said goodbye (ASGI >= 2.4)
             return False
@@ -359,13 +358,13 @@ class Writer:
     def stuck_at(self) -> float:
         """When the write in flight will have taken too long (inf: none in flight, or no timeout)."""
         since = self.sending_since
-        return since + self.timeout if since != math.inf and self.life.connected else math.inf
+        return since + self.timeout if since and self.life.connected else math.inf
 
     def cut(self) -> None:
         """Cut the write in flight, if it runs in the writer's scope (see the module's docstring)."""
         if self._in_flight is not None:
             self._in_flight.cancel()
-        self.sending_since = math.inf
+        self.sending_since = 0.0
 
     def say_stuck(self, what: str, resumable: bool) -> None:
         """One log line and a span attribute for a write that took longer than ``send_timeout``. The
@@ -414,37 +413,47 @@ class Writer:
             if life.connected:
                 # While the watcher runs (the app's final body) it cuts a stuck write; after it stopped
                 # (the host's teardown) the write keeps a deadline of its own.
-                timeout, now = self.timeout, time.monotonic()
-                watched = life.phase is Phase.CLOSING and self.watcher.running
-                until = now + timeout if timeout and not watched else math.inf
-                messages: list[Message] = [{"type": BODY, "body": data, "more_body": not complete}]
-                if complete and self._trailers and (life.ending or end.get("exception")):
-                    self._trailers = False  # the app will not send the trailers it declared
-                    messages.append({"type": "http.response.trailers", "headers": [], "more_trailers": False})
-                if not await self._last(messages, now, until, watched):
+                timeout = self.timeout
+                until = math.inf
+                if timeout:
+                    now = self.sending_since = time.monotonic()
+                    if life.phase is Phase.CLOSING and self.watcher.running:
+                        self.watcher.want(now + timeout)
+                    else:
+                        until = now + timeout
+                trailers = complete and self._trailers and (life.ending or end.get("exception"))
+                deadline = until if until == math.inf else scope_time(until)
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    self._in_flight = scope
+                    await self._send({"type": BODY, "body": data, "more_body": not complete})
+                    if trailers:
+                        self._trailers = False  # the app will not send the trailers it declared
+                        await self._send(
+                            {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                        )
+                if scope.cancelled_caught:
                     self.say_stuck("its last write", False)
                     if life.connected:
                         life.client_left()
         finally:
-            self.sending_since = math.inf
+            self.sending_since = 0.0
+            self._in_flight = None
             if log is not None:
                 self.log = None
                 with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     await log.close(complete)
 
-    async def _last(self, messages: list[Message], now: float, until: float, watched: bool) -> bool:
-        """The last messages in the writer's one scope; False: cut (stuck). An ``OSError`` reaches the
-        caller."""
+    async def _last(self, message: Message, now: float, until: float) -> bool:
+        """A last message nobody watches, in the writer's one scope; False: cut (stuck). An ``OSError``
+        reaches the caller."""
         if self.timeout:
             self.sending_since = now
-            if watched:
-                self.watcher.want(now + self.timeout)
         try:
             with anyio.CancelScope(deadline=scope_time(until)) as scope:
                 self._in_flight = scope
-                for message in messages:
-                    await self._send(message)
+                await self._send(message)
         finally:
+            self.sending_since = 0.0
             self._in_flight = None
         return not scope.cancelled_caught
 

@@ -82,12 +82,23 @@ class Lifecycle:
     ``cancel_app`` ends the app's run; ``let_go`` (given when the response turns out to be a stream)
     forgets the stream and stops its helpers, once."""
 
-    __slots__ = ("_cancel_app", "_let_go", "abandoned", "client", "ending", "ours", "phase", "write_failure")
+    __slots__ = (
+        "_cancel_app",
+        "_let_go",
+        "abandoned",
+        "client",
+        "connected",
+        "ending",
+        "ours",
+        "phase",
+        "write_failure",
+    )
 
     def __init__(self, cancel_app: Callable[[], object]) -> None:
         self.phase = Phase.WAITING
         self.ours = False
         self.client = Client.CONNECTED
+        self.connected = True  # client is CONNECTED: frames still go to the client (read per write)
         self.ending: ErrorInfo | None = None
         self.abandoned = False
         self.write_failure: Exception | None = None
@@ -103,11 +114,7 @@ class Lifecycle:
         if new not in CLIENT_MOVES[self.client]:
             raise LifecycleError(f"a stream's client cannot go from {self.client.value} to {new.value}")
         self.client = new
-
-    @property
-    def connected(self) -> bool:
-        """Frames still go to the client."""
-        return self.client is Client.CONNECTED
+        self.connected = False  # every move leaves CONNECTED
 
     @property
     def detached(self) -> bool:

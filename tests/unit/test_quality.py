@@ -155,7 +155,7 @@ OWNER = PACKAGE / "_core" / "lifecycle.py"  # the one writer of a response's pha
 _LIFECYCLE_STATE = {"phase", "ours"}
 # The client's state and why we ended the stream: nowhere else through a lifecycle (``life.client``), nor in
 # the shell under any name it has had (the stream's flags before they moved into the lifecycle).
-_CLIENT_STATE = {"client", "ending", "abandoned", "write_failure"}
+_CLIENT_STATE = {"client", "connected", "ending", "abandoned", "write_failure"}
 _SHELL_FLAGS = _CLIENT_STATE | {"disconnected", "detached", "cut", "failure"}
 SHELL = PACKAGE / "_asgi"
 
