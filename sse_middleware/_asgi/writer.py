@@ -179,6 +179,10 @@ class Writer:
                         if not self._ends.client_left(cancel_app=False):
                             raise  # the app hears it, as it would without us
                         return
+                    except BaseException as exc:
+                        if self._given_up(exc):
+                            return
+                        raise
                     finally:
                         self.sending_since = 0.0
                     self.clocks.last_write = now
@@ -359,6 +363,18 @@ class Writer:
         """When the write in flight will have taken too long (inf: none in flight, or no timeout)."""
         since = self.sending_since
         return since + self.timeout if since and self.life.connected else math.inf
+
+    def _given_up(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is how a write in the app's own task was cut: the stream gave its client up
+        and ended (the lifecycle cancelled the app, which is how such a write is cut). Such a write
+        returns, as one the writer's scope cut does; the app's scope stays cancelled, so the app's next
+        checkpoint is cancelled, in the app's own code. That matters: an async generator suspended at
+        its ``yield`` while the cancellation passes its caller is closed only when collected, and
+        anyio's task group keeps that cancellation in a reference cycle (its ``task_done`` callback holds
+        the exception whose traceback holds the callback's frame), so a ``StreamingResponse``'s
+        ``finally`` (an upstream's ``async with``) would wait for the cyclic GC."""
+        life = self.life
+        return life.ours and not life.connected and isinstance(exc, anyio.get_cancelled_exc_class())
 
     def cut(self) -> None:
         """Cut the write in flight, if it runs in the writer's scope (see the module's docstring)."""
