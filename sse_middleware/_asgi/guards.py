@@ -4,9 +4,12 @@ A stream with guards gets a :class:`GuardRunner`. The app's bodies go into the s
 :class:`~.._core.guarded.GuardedPipeline`, whose :class:`~.._core.guard.GuardGate` holds text until the
 guards approve it; when a check is due, a small per-stream task runs the guards on it (one check in
 flight), and once they pass, the text they approved is *released*: the stream's
-:class:`~.writer.Writer` writes it. The app's ``send`` waits only when too much text is held
-(back-pressure, so a slow guard cannot make us buffer without bound) and at its final body, whose end
-waits for every part's final check. The runner ends the stream only through :class:`GuardEnds`, the
+:class:`~.writer.Writer` writes it. In hold mode the app's ``send`` waits when too much text is held
+(back-pressure, so a slow guard cannot make us buffer without bound); in observe mode never, as without
+guards: the text leaves at once and what the guards have not seen yet waits for the next check (one
+check takes all of it, so what is kept is what the app writes during one check, which ``guard_timeout``
+bounds). In both modes the app's final body waits for every part's final check, so that a late trip
+still ends the stream in its format's words. The runner ends the stream only through :class:`GuardEnds`, the
 narrow interface the stream gives it.
 
 A sync guard runs in the event loop: keep it fast, or make it ``async`` (``anyio.to_thread.run_sync``
@@ -138,8 +141,11 @@ class GuardRunner:
             await self._end_of_body()
             return
         self.kick()
-        while pipe.gate.full and self._child is not None and life.phase is Phase.STREAMING:
-            await self.join()  # back-pressure: the check in flight frees room
+        # Back-pressure, in hold mode only: the check in flight frees room. Observe mode lets the text
+        # go at once, so the app never waits for a check; what the guards have not seen yet is held for
+        # the next check (one check in flight takes all of it), and only the end waits (_end_of_body).
+        while pipe.gate.hold and pipe.gate.full and self._child is not None and life.phase is Phase.STREAMING:
+            await self.join()
             self.kick()
         self.writer.wake_by(pipe.deadline())
 
