@@ -1,20 +1,18 @@
 """One streaming response, as the middleware ends it: why (an error, a stall, a shutdown, a client gone in
 a way the app cannot see), what the client is told, and the one teardown (:meth:`Stream.aclose`).
 
-Made ready to run by :func:`.start.open_stream` when a response turns out to be a stream; the responder
-keeps the request (the app's run, its receive, pass-through) and hands every body to :attr:`Stream.body`.
-The stream owns its parts, and calls run one way, from it to them: the :class:`~.writer.Writer` (the
-client side: the per-token path, the only caller of the server's ``send``), the timers
-(:mod:`.stream_timers`), the watcher that wakes them, the guards (:mod:`.guards`) and the disconnect
-listener (:mod:`.disconnect`). A part that must end the stream gets a narrow interface to it (a weak
-proxy, so that no part keeps the stream alive), never its pipeline, lock or clocks. The client's state
-and why the stream ended live in the response's :class:`~.._core.lifecycle.Lifecycle`.
+Built ready to run by :mod:`.start`; the responder hands every body to :attr:`Stream.body`. Calls run one
+way, from the stream to its parts: the :class:`~.writer.Writer` (the client side: the per-token path, the
+only caller of the server's ``send``), the timers and their watcher, the guards, the disconnect listener.
+A part that must end the stream gets a narrow interface to it (a weak proxy: no part keeps it alive),
+never its pipeline, lock or clocks. The client's state and why the stream ended are the
+:class:`~.._core.lifecycle.Lifecycle`'s. The client side (writer, pipeline, the lifecycle's client
+state) holds nothing of one run of the app, so that another run could feed the same client.
 
-A resumable stream (``resume`` on, :mod:`.._resume`) sends every frame through its log first, which adds
-the event ids. When its client leaves, the stream *detaches* instead of ending: the app keeps producing
-into the log (it never hears of the disconnect) until it finishes, until nobody has followed the log for
-``resume_abandon_after``, or until a shutdown's grace is over. On a shutdown the live client gets a
-reconnect hint at once, while the app goes on producing for whoever resumes on another host.
+A resumable stream sends every frame through its log first (which adds the event ids). When its client
+leaves, it *detaches* instead of ending: the app, unaware, produces into the log until it finishes, until
+nobody has followed the log for ``resume_abandon_after``, or until a shutdown's grace is over (at a
+shutdown the live client gets a reconnect hint at once).
 """
 
 from __future__ import annotations
@@ -268,14 +266,7 @@ class Stream:
         error_type = errors.error_type_name(failure) if failure else info.type if info else None
         if error_type == CONTENT_FILTER:
             error_type = None  # a filter doing its job is no server error: the span says blocked, and why
-        writer = self.writer
-        await writer.lock.take()
-        try:
-            await writer.last(b"".join(out), complete=complete, error_type=error_type, exception=failure)
-        except OSError:
-            pass  # the client left as we said goodbye (ASGI >= 2.4)
-        finally:
-            writer.lock.free()
+        await self.writer.ending(b"".join(out), complete=complete, error_type=error_type, exception=failure)
 
     # -- shutdown and teardown -----------------------------------------------------------------------------
 

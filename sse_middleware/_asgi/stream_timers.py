@@ -13,8 +13,6 @@ import math
 import time
 from typing import Protocol
 
-import anyio
-
 from .._core import errors
 from .._core.config import CoreConfig
 from .._core.deadlines import Due
@@ -106,14 +104,13 @@ class StreamTimers:
             ending.abandon()
         elif what is Due.POSTPONE or (what is Due.HEARTBEAT and life.detached):
             writer.postpone(now)  # inside a huge event on the wire, or no client to keep alive
-        elif what is not Due.NOTHING and writer.lock.busy:
+        elif what is not Due.NOTHING and writer.busy:
             # A write is in flight (a slow client holds it up). Never queue behind it, or a stuck client
             # would keep stall and shutdown from firing: a heartbeat is moot, a flush waits a little.
             if what is Due.HEARTBEAT:
                 writer.postpone(now)
             else:
-                with anyio.move_on_after(settings.coalesce_max_delay):
-                    await writer.lock.freed().wait()
+                await writer.free_within(settings.coalesce_max_delay)
         elif what is not Due.NOTHING:
             await self._write_due(what, now)
         if life.phase is not Phase.STREAMING:
@@ -153,8 +150,8 @@ class StreamTimers:
         writer.shutdown(time.monotonic() + grace)
         if writer.log is not None and not self.life.detached:
             self._handover = True
-            writer.watcher.want(-math.inf)
-        writer.watcher.want(writer.clocks.shutdown_at)
+            writer.wake_by(-math.inf)
+        writer.wake_by(writer.clocks.shutdown_at)
 
     async def _hand_over(self, now: float) -> None:
         """Send a resumable stream's live client away with a reconnect hint and a clean end; the app goes

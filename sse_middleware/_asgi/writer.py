@@ -228,10 +228,9 @@ class Writer:
         finally:
             self.lock.free()
 
-    def wake_by(self, when: float | None) -> None:
-        """Make sure the watcher looks at the stream by ``when`` (None or inf: nothing to wait for)."""
-        if when is not None:
-            self.watcher.want(when)
+    def wake_by(self, when: float) -> None:
+        """Make sure the watcher looks at the stream by ``when`` (inf: nothing to wait for)."""
+        self.watcher.want(when)
 
     # -- one frame, with the lock held ---------------------------------------------------------------------
 
@@ -345,6 +344,16 @@ class Writer:
         finally:
             self.lock.free()
 
+    @property
+    def busy(self) -> bool:
+        """A write is in flight (a slow client may hold it up)."""
+        return self.lock.busy
+
+    async def free_within(self, seconds: float) -> None:
+        """Wait for the write in flight to end, ``seconds`` at most."""
+        with anyio.move_on_after(seconds):
+            await self.lock.freed().wait()
+
     def postpone(self, now: float) -> None:
         """No heartbeat now (inside a huge event on the wire, or no client to keep alive): count from
         ``now``."""
@@ -409,6 +418,16 @@ class Writer:
         if life.phase is Phase.CLOSING:  # not yet closed by a disconnect seen while it was written
             life.closed()
 
+    async def ending(self, data: bytes, *, complete: bool, **end: Any) -> None:
+        """The stream's end as the middleware writes it (see :meth:`last`), with the lock."""
+        await self.lock.take()
+        try:
+            await self.last(data, complete=complete, **end)
+        except OSError:
+            pass  # the client left as we said goodbye (ASGI >= 2.4)
+        finally:
+            self.lock.free()
+
     async def last(self, data: bytes, *, complete: bool, **end: Any) -> None:
         """The final body, with the lock held. Telemetry ends first: a tracing middleware around us ends
         its span when it sees this message, and ours must end inside it (and end even if this write is
@@ -416,11 +435,11 @@ class Writer:
         log, life = self.log, self.life
         if log is not None and data:
             data = log.append(data)
-        check = self.pipe.check
-        if check is not None and check.unreadable is not None:  # said once, at the stream's end
-            logger.warning("output check off for a part of this stream: %s", check.unreadable)
+        output = self.pipe.check  # the output check ("a check" is what a guard is shown)
+        if output is not None and output.unreadable is not None:  # said once, at the stream's end
+            logger.warning("output check off for a part of this stream: %s", output.unreadable)
             if self.telemetry is not None:
-                self.telemetry.note("sse_middleware.output_check.unreadable", check.unreadable)
+                self.telemetry.note("sse_middleware.output_check.unreadable", output.unreadable)
         if self.telemetry is not None:
             if data and life.connected:
                 self.telemetry.frame(len(data))
