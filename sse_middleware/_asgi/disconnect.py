@@ -19,7 +19,7 @@ does not listen itself; the responder only passes the app's ``receive`` through 
 
 from __future__ import annotations
 
-import weakref
+import contextlib
 from collections.abc import Callable
 from typing import Protocol
 
@@ -116,21 +116,18 @@ class Leaves(Protocol):
 
 class Listener:
     """A stream's disconnect listener, run by its watcher while the app does not listen itself.
-    ``stream``: held weakly (it holds this listener)."""
+    ``stream``: a weak proxy (the stream holds this listener)."""
 
-    __slots__ = ("_life", "_may_listen", "_stream", "_watch", "_watcher")
+    __slots__ = ("_life", "_may_listen", "_stream", "_watcher", "watch")
 
     def __init__(
         self, watch: ClientWatch, watcher: Watcher, life: Lifecycle, stream: Leaves, may_listen: bool
     ) -> None:
-        self._watch = watch
+        self.watch = watch
         self._watcher = watcher
         self._life = life
-        self._stream = weakref.ref(stream)
+        self._stream = stream
         self._may_listen = may_listen
-
-    def gone_before_start(self) -> bool:
-        return self._watch.gone
 
     def listen_if_needed(self) -> None:
         """Start our listener if nobody would otherwise hear the client leave."""
@@ -138,27 +135,25 @@ class Listener:
             self._may_listen
             and not self._watcher.listening
             and self._life.phase is Phase.STREAMING
-            and self._watch.can_listen()
+            and self.watch.can_listen()
         ):
             self._watcher.listen(self._listen)
 
     async def _listen(self) -> None:
-        watch = self._watch
+        watch = self.watch
         if await watch.listen():  # the app did not hear it (unless it came back meanwhile)
             self._tell(cancel_app=not watch.app_listening)
 
     def _tell(self, *, cancel_app: bool) -> None:
-        stream = self._stream()
-        if stream is not None:
-            stream.client_left(cancel_app=cancel_app)
+        with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
+            self._stream.client_left(cancel_app=cancel_app)
 
     def hide_disconnects(self) -> None:
         """A resumable stream: the app goes on when its client leaves, and never hears of it."""
-        ref = self._stream  # not self: the watch is the responder's, kept past the stream's end
+        stream = self._stream  # not self: the watch is the responder's, kept past the stream's end
 
         def told() -> None:
-            stream = ref()
-            if stream is not None:
+            with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
                 stream.client_left(cancel_app=False)
 
-        self._watch.hide_disconnects(told)
+        self.watch.hide_disconnects(told)

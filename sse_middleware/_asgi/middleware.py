@@ -77,11 +77,13 @@ class StreamingMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            if await self.resume.answer(scope, receive, send):
+            position = self.resume.wanted(scope)
+            if position is not None and await self.resume.answer(scope, receive, send, position):
                 return  # a resumed stream, answered from its log: the app never sees it
-            answered, send = await self.chats.answer(scope, receive, send)
-            if answered:
-                return  # the AI SDK's resume of a chat's stream (or its stop)
+            if self.chats.wanted(scope):
+                answered, send = await self.chats.answer(scope, receive, send)
+                if answered:
+                    return  # the AI SDK's resume of a chat's stream (or its stop)
             await Responder(self.shared, scope, receive, send).run(self.app)
         elif kind == "lifespan":
             await self.app(scope, self._lifespan_receive(receive), send)

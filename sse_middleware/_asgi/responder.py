@@ -188,7 +188,9 @@ class Responder:
         await self._send(start)
         self.settings = settings
         shared, scope = self.shared, self.scope
-        telemetry = start_telemetry(shared, scope, settings, peek, (self.started_mono, self.started_ns))
+        telemetry = None
+        if settings.telemetry:
+            telemetry = start_telemetry(shared, scope, settings, peek, (self.started_mono, self.started_ns))
         log = chat_request = None
         if settings.resume and kind == headers.SSE:
             log, chat_request = await open_log(

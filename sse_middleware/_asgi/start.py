@@ -59,10 +59,8 @@ def start_telemetry(
     peek: BodyPeek | None,
     started: tuple[float, int],
 ) -> StreamTelemetry | None:
-    """The stream's telemetry (None: off); ``started``: the request's (``time.monotonic()``,
-    ``time.time_ns()``)."""
-    if not settings.telemetry:
-        return None
+    """The stream's telemetry, when ``settings.telemetry`` (the caller asks first: no call per stream
+    without it); ``started``: the request's (``time.monotonic()``, ``time.time_ns()``)."""
     return shared.telemetry.start(
         scope, start_mono=started[0], start_ns=started[1], body=peek, mark_parent=settings.mark_parent_span
     )
@@ -127,12 +125,12 @@ def open_stream(
         telemetry,
         send,
         client_watch,
-        trailers=bool(message.get("trailers")),
-        forget=forget,
-        may_listen=not _reports_disconnect_on_send(scope),
-        log=log,
-        guards=(guarded, guards) if guarded is not None else None,
-        chat_request=chat_request,
+        bool(message.get("trailers")),  # the start declared trailers
+        forget,
+        not _reports_disconnect_on_send(scope),  # may_listen
+        log,
+        (guarded, guards) if guarded is not None else None,
+        chat_request,
     )
 
 

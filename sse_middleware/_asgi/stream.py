@@ -77,7 +77,6 @@ class Stream:
         telemetry: StreamTelemetry | None,
         send: Send,
         client_watch: ClientWatch,
-        *,
         trailers: bool,
         forget: Callable[[], object],
         may_listen: bool,
@@ -106,7 +105,7 @@ class Stream:
             log,
         )
         self.timers = StreamTimers(life, self.writer, pipe.config, settings, me)
-        self.listener = Listener(client_watch, self.watcher, life, self, may_listen)
+        self.listener = Listener(client_watch, self.watcher, life, me, may_listen)
         self.guards: GuardRunner | None = None
         self.body: Callable[[Message], Awaitable[None]] = self.writer.body
         if guards is not None:
@@ -123,7 +122,7 @@ class Stream:
 
     def begin(self) -> None:
         """The response started: look after it (its first deadline, a listener if nobody else listens)."""
-        if self.listener.gone_before_start():
+        if self.listener.watch.gone:
             self.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
         writer = self.writer

@@ -126,8 +126,8 @@ class Writer:
         self.watcher = watcher
         self.log = log
         self.lock = WriteLock()
-        self.clocks = Clocks()
-        self.clocks.last_write = self.clocks.last_app = time.monotonic()
+        now = time.monotonic()
+        self.clocks = Clocks(now, now)  # last_write, last_app
         self.timeout = send_timeout  # 0: off
         self._trailers = trailers
         # Whether each write must tell the watcher when it will be stuck. Not while heartbeats are no
