@@ -2,9 +2,10 @@
 ``valgrind --tool=callgrind python bench/callgrind_inproc.py NAME EVENTS``, run twice with different
 EVENTS and subtract (instructions per event, repeatable on a shared machine, unlike CPU time).
 
-``--paced SECONDS``: the stream's clock (``time.monotonic`` as ``Stream.body`` reads it) moves by that
-much per app send, so that coalescing holds and cuts as at that token rate, yet repeatably (under
-callgrind the real clock runs 50 times slower, and with it what a coalesced stream does)."""
+``--paced SECONDS``: the stream's clock (``time.monotonic`` as ``Writer.body``, the per-token path,
+reads it) moves by that much per app send, so that coalescing holds and cuts as at that token rate, yet
+repeatably (under callgrind the real clock runs 50 times slower, and with it what a coalesced stream
+does)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ class _PacedClock:
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--paced" in sys.argv:
-        import sse_middleware._asgi.stream as stream_module
+        import sse_middleware._asgi.writer as writer_module
 
         args.remove(sys.argv[sys.argv.index("--paced") + 1])
         clock = _PacedClock(float(sys.argv[sys.argv.index("--paced") + 1]))
-        setattr(stream_module, "time", clock)  # noqa: B010  (the module's own name for its clock)
+        setattr(writer_module, "time", clock)  # noqa: B010  (the module's own name for its clock)
     name, events = args[0], int(args[1])
     asyncio.run(inproc._drive(apps.build(name), name, events, collect=False))

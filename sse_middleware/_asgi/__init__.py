@@ -1,3 +1,20 @@
-"""The ASGI shell: the only part that does I/O. The middleware, one responder per response, its timer,
-the disconnect watch, the send gate and the shutdown signal chain. It feeds the sans-I/O core
-(:mod:`sse_middleware._core`) and sends what comes back."""
+"""The ASGI shell: the only part that does I/O. It feeds the sans-I/O core (:mod:`sse_middleware._core`)
+and writes what comes back.
+
+- :mod:`.middleware`: ``StreamingMiddleware``, frozen settings, one responder per request, the shutdown
+  drain; :mod:`.shutdown`, the SIGTERM/SIGINT chain that starts it.
+- :mod:`.responder`: one request: the app runs in the server's task, its ``receive`` as the server's,
+  pass-through, and the start; :mod:`.start`, the factory that builds a finished stream at the start.
+- :mod:`.stream`: one streaming response as the middleware ends it (why, what the client is told, the
+  one teardown) and the AI SDK's chat index; it owns the parts below.
+- :mod:`.writer`: the client side, the only caller of the server's ``send`` for a stream: the per-token
+  path, the write lock, the write in flight and how it is cut, the frame bookkeeping.
+- :mod:`.stream_timers`: what the stream does at each deadline; :mod:`.watcher`, the one timer handle
+  (and helper task) per stream that wakes it.
+- :mod:`.guards`: guards run beside the app, one check task per stream.
+- :mod:`.disconnect`: seeing a client leave without changing the app's ``receive``, and the stream's
+  disconnect listener.
+- :mod:`.resume`, :mod:`.chat_resume`: answering a ``Last-Event-ID`` or the AI SDK's
+  ``GET .../{chatId}/stream`` (and its ``DELETE``) from the log, without the app.
+- :mod:`.backend`: the asyncio/trio look-ups anyio does not offer cheaply.
+"""

@@ -49,10 +49,14 @@ class ChatResume:
         self._resumption = resumption
         self._on = resumption.settings.resume
 
+    def wanted(self, scope: MutableMapping[str, Any]) -> bool:
+        """Whether a request may be the AI SDK's resume or stop of a chat's stream (no await: asked of
+        every request)."""
+        return self._on and scope.get("method") in _METHODS
+
     async def answer(self, scope: MutableMapping[str, Any], receive: Any, send: Send) -> tuple[bool, Send]:
-        """(True, _) when answered here; else (False, the send the app's response should go through)."""
-        if not self._on or scope.get("method") not in _METHODS:
-            return False, send
+        """(True, _) when answered here; else (False, the send the app's response should go through).
+        Only for a request :meth:`wanted` lets through."""
         raw = scope.get("raw_path") or scope.get("path", "").encode("utf-8", "surrogateescape")
         named = chat.stream_request(raw)
         if named is None:

@@ -8,19 +8,26 @@ checkpoint (a lock's acquire is one).
 Under ASGI spec < 2.4 (uvicorn, hypercorn, granian) a ``send`` to a client that left silently does
 nothing, so the only sign is ``http.disconnect`` on ``receive``. Most apps listen themselves (Starlette's
 ``StreamingResponse``, sse-starlette); a raw generator may never call ``receive`` once it streams, so the
-responder may start :meth:`ClientWatch.listen` while the app is not listening. Only one ``receive`` is ever
+stream may start :meth:`ClientWatch.listen` while the app is not listening. Only one ``receive`` is ever
 in flight: some servers (granian) answer a second, concurrent one with a false ``http.disconnect``. An app
 that calls ``receive`` while our listener waits gets the listener's answer; whatever the listener read is
 kept for the app, disconnects included.
+
+Who acts: the stream (:class:`Listener`, which its watcher's task runs) starts the listener while the app
+does not listen itself; the responder only passes the app's ``receive`` through :meth:`ClientWatch.receive`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 
+from .._core.lifecycle import Lifecycle, Phase
 from .._types import Message, Receive
+from .watcher import Watcher
 
 _KEEP = 16  # messages kept for an app that does not read them; a server has nothing more to say
 
@@ -99,3 +106,54 @@ class ClientWatch:
             if self.gone:
                 return True
         return False
+
+
+class Leaves(Protocol):
+    """What the listener tells: the stream's ``client_left``."""
+
+    def client_left(self, *, cancel_app: bool) -> bool: ...
+
+
+class Listener:
+    """A stream's disconnect listener, run by its watcher while the app does not listen itself.
+    ``stream``: a weak proxy (the stream holds this listener)."""
+
+    __slots__ = ("_life", "_may_listen", "_stream", "_watcher", "watch")
+
+    def __init__(
+        self, watch: ClientWatch, watcher: Watcher, life: Lifecycle, stream: Leaves, may_listen: bool
+    ) -> None:
+        self.watch = watch
+        self._watcher = watcher
+        self._life = life
+        self._stream = stream
+        self._may_listen = may_listen
+
+    def listen_if_needed(self) -> None:
+        """Start our listener if nobody would otherwise hear the client leave."""
+        if (
+            self._may_listen
+            and not self._watcher.listening
+            and self._life.phase is Phase.STREAMING
+            and self.watch.can_listen()
+        ):
+            self._watcher.listen(self._listen)
+
+    async def _listen(self) -> None:
+        watch = self.watch
+        if await watch.listen():  # the app did not hear it (unless it came back meanwhile)
+            self._tell(cancel_app=not watch.app_listening)
+
+    def _tell(self, *, cancel_app: bool) -> None:
+        with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
+            self._stream.client_left(cancel_app=cancel_app)
+
+    def hide_disconnects(self) -> None:
+        """A resumable stream: the app goes on when its client leaves, and never hears of it."""
+        stream = self._stream  # not self: the watch is the responder's, kept past the stream's end
+
+        def told() -> None:
+            with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
+                stream.client_left(cancel_app=False)
+
+        self.watch.hide_disconnects(told)

@@ -19,6 +19,7 @@ from .guards import Guard, validate
 from .responder import Responder
 from .resume import Resumption
 from .shutdown import ShutdownWatch
+from .start import Shared
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -69,16 +70,21 @@ class StreamingMiddleware:
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         self.chats = ChatResume(self.resume)
+        self.shared = Shared(
+            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, self.forget
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            if await self.resume.answer(scope, receive, send):
+            position = self.resume.wanted(scope)
+            if position is not None and await self.resume.answer(scope, receive, send, position):
                 return  # a resumed stream, answered from its log: the app never sees it
-            answered, send = await self.chats.answer(scope, receive, send)
-            if answered:
-                return  # the AI SDK's resume of a chat's stream (or its stop)
-            await Responder(self, scope, receive, send).run(self.app)
+            if self.chats.wanted(scope):
+                answered, send = await self.chats.answer(scope, receive, send)
+                if answered:
+                    return  # the AI SDK's resume of a chat's stream (or its stop)
+            await Responder(self.shared, scope, receive, send).run(self.app)
         elif kind == "lifespan":
             await self.app(scope, self._lifespan_receive(receive), send)
         else:

@@ -149,11 +149,15 @@ class Resumption:
 
     # -- the resume side ----------------------------------------------------------------------------
 
-    async def answer(self, scope: Scope, receive: Receive, send: Send) -> bool:
-        """Answer a resume request; False when the app should answer instead (nothing was sent)."""
+    def wanted(self, scope: Scope) -> Position | None:
+        """The position a request resumes from, if it is one to answer from the log (no await: asked of
+        every request, and nearly none is)."""
         position = last_event_id(scope.get("headers") or ())
-        if position is None or scope.get("method") == "HEAD":
-            return False
+        return None if position is None or scope.get("method") == "HEAD" else position
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send, position: Position) -> bool:
+        """Answer a resume request from ``position`` (see :meth:`wanted`); False when the app should
+        answer instead (nothing was sent)."""
         outcome, found = await self._look_up(scope, position)
         if self.telemetry is not None:
             self.telemetry.count(outcome)

@@ -49,7 +49,7 @@ def next_deadline(s: CoreConfig, pipe: Pipeline, clocks: Clocks) -> float:
     """The next time anything is due on a live stream."""
     deadline = clocks.shutdown_at
     due = pipe.deadline()
-    if due is not None and due < deadline:
+    if due < deadline:
         deadline = due
     if s.heartbeat_interval > 0 and pipe.kind == headers.SSE:
         deadline = min(deadline, clocks.last_write + s.heartbeat_interval)
@@ -66,8 +66,7 @@ def due(s: CoreConfig, pipe: Pipeline, clocks: Clocks, now: float) -> Due:
         return Due.SHUTDOWN
     if s.stall_timeout > 0 and now >= clocks.last_app + s.stall_timeout:
         return Due.STALL
-    flush_at = pipe.deadline()
-    if flush_at is not None and now >= flush_at:
+    if now >= pipe.deadline():
         return Due.FLUSH
     if (
         s.heartbeat_interval <= 0

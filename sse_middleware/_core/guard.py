@@ -81,7 +81,6 @@ class GuardGate:
         self._unchecked = 0  # bytes queued by unchecked(), waiting for what is ahead of them
         self.in_flight: Check | None = None
         self.closed = False
-        self.checks = 0
 
     @property
     def full(self) -> bool:
@@ -164,7 +163,6 @@ class GuardGate:
         text = new if entry.kind == DATA.kind else entry.approved + new
         check = Check(text, new, entry.kind, final, self.dialect, self._scope, entry.tool, key)
         self.in_flight = check
-        self.checks += 1
         return check
 
     def _blocking(self) -> Hashable | None:

@@ -248,9 +248,10 @@ class Pipeline:
             return [build(envelope, piece)]
         return [build(env, piece) for env, piece in pieces]
 
-    def deadline(self) -> float | None:
+    def deadline(self) -> float:
+        """When merged text must go out (inf: none waits)."""
         coalescer = self.coalescer
-        return coalescer.due if coalescer is not None and coalescer.due != math.inf else None
+        return coalescer.due if coalescer is not None else math.inf
 
     def tick(self, now: float) -> list[bytes]:
         coalescer = self.coalescer
