@@ -168,7 +168,10 @@ def test_lab_guarded_answer_ends_at_the_filter_through_the_middleware(lab: Serve
         client = openai.OpenAI(base_url=f"{lab.url}/{variant}/v1", api_key="unused", max_retries=0)
         text, reasons = "", []
         for chunk in client.chat.completions.create(
-            model="lab-sim", messages=[], stream=True, extra_body={"scenario": "guarded", **FAST},
+            model="lab-sim",
+            messages=[],
+            stream=True,
+            extra_body={"scenario": "guarded", **FAST},
             extra_headers={"X-Lab-Guard": "1"},
         ):
             for choice in chunk.choices:

@@ -174,10 +174,11 @@ def _fault(headers: dict[str, str], key: str) -> tuple[str, int] | None:
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            pass
-        await send({"type": "lifespan.shutdown.complete"})
-        return
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
     if scope["type"] != "http":
         return
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}

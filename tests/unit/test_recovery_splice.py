@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry, prefill
 from sse_middleware._core.sse import parse
-from tests.support.upstream import (
+
+from ..support.tier import examples
+from ..support.upstream import (
     ANSWER,
     anthropic_error,
     anthropic_events,
@@ -334,7 +336,7 @@ def _chunker(data: st.DataObject) -> Chunker:
     return chunks
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), fmt=st.sampled_from(["openai", "anthropic"]), restart=st.booleans())
 def test_the_client_has_the_first_attempts_prefix_plus_the_continuation_once(
     data: st.DataObject, fmt: str, restart: bool
@@ -411,3 +413,86 @@ def test_prefill_continuation_splices_through_the_left_out_space() -> None:
         got, failure = recoverer.feed(raw)
         out += got
     assert anthropic_read(b"".join(out))["text"] == ANSWER
+
+
+# -- the AI SDK's UI message stream, and Responses (retry only) ------------------------------------------
+def ui_events(parts: list[str], message: str, part: str = "txt-0") -> list[bytes]:
+    out = [sse({"type": "start", "messageId": message}), sse({"type": "start-step"})]
+    out.append(sse({"type": "text-start", "id": part}))
+    out += [sse({"type": "text-delta", "id": part, "delta": p}) for p in parts]
+    out += [sse({"type": "text-end", "id": part}), sse({"type": "finish-step"}), sse({"type": "finish"})]
+    return [*out, b"data: [DONE]\n\n"]
+
+
+def ui_read(body: bytes) -> dict[str, Any]:
+    kinds, text, parts = [], [], set()
+    for event in parse(body):
+        if event.data == "[DONE]":
+            continue
+        obj = json.loads(event.data)
+        kinds.append(obj["type"])
+        if obj["type"] == "text-delta":
+            assert obj["id"] in parts, "a delta for a part that was not started"
+            text.append(obj["delta"])
+        elif obj["type"] == "text-start":
+            parts.add(obj["id"])
+    return {"kinds": kinds, "text": "".join(text), "parts": parts}
+
+
+@pytest.mark.parametrize("rerun", ["restart", "continuation"])
+def test_ui_message_stream_error_part_then_spliced(rerun: str) -> None:
+    first = [*ui_events(PARTS, "m-A", "a")[: 3 + 6], sse({"type": "error", "errorText": "overloaded"})]
+    rest = PARTS if rerun == "restart" else PARTS[6:]
+    body, decision = run(continue_(), first, [ui_events(rest, "m-B", "b")])
+    got = ui_read(body)
+    assert isinstance(decision, Retry) and decision.recovery.dialect == "ai-sdk"
+    assert got["text"] == ANSWER and got["parts"] == {"a"}
+    assert got["kinds"].count("start") == 1 and got["kinds"].count("start-step") == 1
+    assert "error" not in got["kinds"] and got["kinds"][-1] == "finish"
+
+
+def responses_events(parts: list[str], ident: str) -> list[bytes]:
+    response = {"id": ident, "object": "response", "status": "in_progress", "output": []}
+    item = {"id": f"item-{ident}", "type": "message", "role": "assistant", "content": []}
+    out = [
+        sse({"type": "response.created", "sequence_number": 0, "response": response}, "response.created"),
+        sse(
+            {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
+            "response.output_item.added",
+        ),
+    ]
+    for i, p in enumerate(parts):
+        delta = {
+            "type": "response.output_text.delta",
+            "sequence_number": 2 + i,
+            "item_id": item["id"],
+            "output_index": 0,
+            "content_index": 0,
+            "delta": p,
+        }
+        out.append(sse(delta, "response.output_text.delta"))
+    done = {**response, "status": "completed"}
+    out.append(
+        sse(
+            {"type": "response.completed", "sequence_number": 2 + len(parts), "response": done},
+            "response.completed",
+        )
+    )
+    return out
+
+
+def test_responses_is_retried_before_text_and_not_continued_after() -> None:
+    failed = sse({"type": "error", "code": "server_error", "message": "boom", "sequence_number": 1}, "error")
+    body, decision = run(
+        continue_(), [responses_events(PARTS, "resp_A")[0], failed], [responses_events(PARTS, "resp_B")]
+    )
+    events = parse(body)
+    objs = [json.loads(e.data) for e in events]
+    assert isinstance(decision, Retry)
+    assert [o["sequence_number"] for o in objs] == list(range(len(objs)))
+    assert {o["response"]["id"] for o in objs if "response" in o} == {"resp_A"}
+    assert "".join(o.get("delta", "") for o in objs) == ANSWER
+    first = [*responses_events(PARTS, "resp_A")[:5], failed]
+    body, decision = run(continue_(), first, [])
+    assert isinstance(decision, GiveUp) and "Responses" in decision.why
+    assert parse(body)[-1].event == "error"  # the upstream's own error, as without recovery
