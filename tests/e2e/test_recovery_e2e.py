@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -124,3 +125,152 @@ def test_the_upstream_answers_whole_without_a_fault(off: Server) -> None:
     assert got["error"] is None and got["text"] == ANSWER and got["finish"] == ["stop"]
     got = anthropic_answer(off, {"x-fault-key": uuid.uuid4().hex})
     assert got["error"] is None and got["text"] == ANSWER and got["stop"] == "end_turn"
+
+
+# -- recovery on: one whole ordinary answer --------------------------------------------------------------
+ON = {"SSE_MIDDLEWARE_RECOVER": "continue", "SSE_MIDDLEWARE_RECOVER_BACKOFF": "0.05"}
+
+
+@pytest.fixture(scope="module")
+def on(upstream: Server) -> Iterator[Server]:
+    env = {**ON, "UPSTREAM_URL": upstream.url, "SSE_MIDDLEWARE_STALL_TIMEOUT": "1"}
+    with uvicorn(APP, env) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def prefilling(upstream: Server) -> Iterator[Server]:
+    env = {**ON, "UPSTREAM_URL": upstream.url, "SSE_MIDDLEWARE_RECOVER_BODY": "prefill"}
+    with uvicorn(APP, env) as server:
+        yield server
+
+
+def seen(upstream: Server, key: str) -> list[Any]:
+    """The bodies the upstream received for ``key``."""
+    return httpx.get(f"{upstream.url}/requests/{key}").json()  # type: ignore[no-any-return]
+
+
+def runs(server: Server, key: str) -> list[Any]:
+    return httpx.get(f"{server.url}/runs/{key}").json()  # type: ignore[no-any-return]
+
+
+def assert_whole_openai(got: dict[str, Any]) -> None:
+    assert got["error"] is None, got["error"]
+    assert got["text"] == ANSWER
+    assert got["ids"] == {"chatcmpl-1"}  # the first attempt's id, on every chunk
+    assert got["finish"] == ["stop"]
+
+
+def assert_whole_anthropic(got: dict[str, Any]) -> None:
+    assert got["error"] is None, got["error"]
+    assert got["text"] == ANSWER
+    assert got["ids"] == {"msg-1"} and got["stop"] == "end_turn"
+
+
+# The SDK relay writes its own [DONE] after whatever the SDK read, so only the raw relay truncates a chat.
+@pytest.mark.parametrize(
+    ("fault", "path"),
+    [(f, p) for f in ("cut@0", "cut@6", "overload@6", "cut@33") for p in ("", "/raw")]
+    + [("truncate@12", "/raw")],
+)
+def test_openai_client_reads_one_whole_answer(on: Server, fault: str, path: str) -> None:
+    headers = faults(fault)
+    got = openai_answer(on, headers, path)
+    assert_whole_openai(got)
+    assert [r and r["attempt"] for r in runs(on, headers["x-fault-key"])] == [None, 1]
+
+
+@pytest.mark.parametrize("fault", ["cut@0", "cut@6", "overload@6", "cut@33", "truncate@12"])
+@pytest.mark.parametrize("path", ["", "/raw"])
+def test_anthropic_client_reads_one_whole_answer(on: Server, fault: str, path: str) -> None:
+    got = anthropic_answer(on, faults(fault), path)
+    assert_whole_anthropic(got)
+
+
+def test_the_relayed_error_event_is_an_upstream_error(on: Server) -> None:
+    headers = faults("overload@6")
+    assert_whole_anthropic(anthropic_answer(on, headers, "/raw"))
+    second = runs(on, headers["x-fault-key"])[1]
+    assert second == {"attempt": 1, "reason": "upstream_error", "text": "".join(PARTS[:6])}
+
+
+def test_a_stall_is_recovered(on: Server) -> None:
+    headers = faults("stall@6")
+    assert_whole_openai(openai_answer(on, headers))
+    assert runs(on, headers["x-fault-key"])[1]["reason"] == "stall"
+
+
+@pytest.mark.parametrize("client", ["openai", "anthropic"])
+def test_the_app_continues_with_recovery_text(on: Server, upstream: Server, client: str) -> None:
+    """The docs' recipe: the app asks its upstream to continue ``recovery().text`` (and the upstream,
+    prefill-capable, writes only the rest), with no system prompt added by anyone."""
+    headers = faults("overload@9")
+    if client == "openai":
+        assert_whole_openai(openai_answer(on, headers, on_rerun="prefill"))
+    else:
+        assert_whole_anthropic(anthropic_answer(on, headers, on_rerun="prefill"))
+    first, second = seen(upstream, headers["x-fault-key"])
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1]["role"] == "assistant"
+    assert not any(m["role"] == "system" for m in second["messages"])
+
+
+@pytest.mark.parametrize("client", ["openai", "anthropic"])
+def test_recover_body_prefill(prefilling: Server, upstream: Server, client: str) -> None:
+    headers = faults("cut@9")
+    if client == "openai":
+        assert_whole_openai(openai_answer(prefilling, headers))
+    else:
+        assert_whole_anthropic(anthropic_answer(prefilling, headers))
+    first, second = seen(upstream, headers["x-fault-key"])
+    had = "".join(PARTS[:9])
+    last = second["messages"][-1]
+    assert second["messages"][:-1] == first["messages"] and last["role"] == "assistant"
+    if client == "openai":
+        assert last == {"role": "assistant", "content": had, "prefix": True}
+        assert second["continue_final_message"] is True and second["add_generation_prompt"] is False
+    else:
+        assert last == {"role": "assistant", "content": had.rstrip()}
+
+
+@pytest.mark.parametrize("client", ["openai", "anthropic"])
+def test_gives_up_with_the_first_failure_and_loses_nothing(on: Server, client: str) -> None:
+    """The control for every test above: a re-run that fails every time. The client gets today's error
+    ending after ``recover_attempts`` re-runs, and exactly the text it had."""
+    headers = faults("overload@6", times=0)
+    got = (openai_answer if client == "openai" else anthropic_answer)(on, headers)
+    assert got["error"] is not None
+    assert got["text"] == "".join(PARTS[:6])
+    assert len(runs(on, headers["x-fault-key"])) == 3  # the first run and two re-runs
+
+
+def test_the_off_switch_per_request_is_obeyed(on: Server) -> None:
+    headers = faults("overload@6")
+    got = openai_answer(on, headers, recover="off")
+    assert isinstance(got["error"], openai.APIError) and got["text"] == "".join(PARTS[:6])
+    assert len(runs(on, headers["x-fault-key"])) == 1
+
+
+def test_retry_mode_recovers_only_before_text(on: Server) -> None:
+    headers = faults("cut@0")
+    assert_whole_openai(openai_answer(on, headers, recover="retry"))
+    headers = faults("cut@4")
+    got = openai_answer(on, headers, recover="retry")
+    assert got["error"] is not None and got["text"] == "".join(PARTS[:4])
+
+
+def test_heartbeats_while_waiting(upstream: Server) -> None:
+    env = {
+        "UPSTREAM_URL": upstream.url,
+        "SSE_MIDDLEWARE_RECOVER": "continue",
+        "SSE_MIDDLEWARE_RECOVER_BACKOFF": "1.0",
+        "SSE_MIDDLEWARE_HEARTBEAT_INTERVAL": "0.2",
+    }
+    with uvicorn(APP, env) as server:
+        body = {"model": "fake-gpt", "messages": MESSAGES, "stream": True}
+        response = httpx.post(
+            f"{server.url}/v1/chat/completions", json=body, headers=faults("cut@5"), timeout=30
+        )
+    text = response.text
+    cut = text.index("".join(PARTS[4:5]).strip())
+    assert ": ping" in text[cut : text.index("data: [DONE]")]

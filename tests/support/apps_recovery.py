@@ -16,6 +16,7 @@ the runs of the app per ``x-fault-key`` with the recovery each saw.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -43,6 +44,7 @@ def _prepare(request: Request, body: dict[str, Any], anthropic_shape: bool) -> t
     if "recover" in query:
         override(request.scope, recover=query["recover"])  # type: ignore[typeddict-item]
     headers = {name: request.headers[name] for name in _PASSED if name in request.headers}
+    headers.update({name: query[name] for name in _PASSED if name in query})  # a client without headers
     found = recovery(request)
     runs.setdefault(headers.get("x-fault-key", ""), []).append(
         None if found is None else {"attempt": found.attempt, "reason": found.reason, "text": found.text}
@@ -109,6 +111,29 @@ async def raw(path: str, request: Request) -> StreamingResponse:
             await client.aclose()
 
     return StreamingResponse(relay(), status_code=upstream.status_code, media_type="text/event-stream")
+
+
+@api.post("/api/chat")
+async def ui_chat(request: Request) -> StreamingResponse:
+    """The AI SDK's UI message stream (what ``useChat`` reads), written from the upstream's chat chunks."""
+    chat_body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "Why stream?"}]}
+    base, headers = _prepare(request, chat_body, anthropic_shape=False)
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="test", max_retries=0)
+    stream = await client.chat.completions.create(**chat_body, stream=True, extra_headers=headers)
+
+    async def relay() -> AsyncIterator[str]:
+        part = '{"type":"text-delta","id":"t0","delta":%s}'
+        yield 'data: {"type":"start","messageId":"m1"}\n\ndata: {"type":"start-step"}\n\n'
+        yield 'data: {"type":"text-start","id":"t0"}\n\n'
+        async for chunk in stream:
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    yield "data: " + part % json.dumps(choice.delta.content) + "\n\n"
+        yield 'data: {"type":"text-end","id":"t0"}\n\ndata: {"type":"finish-step"}\n\n'
+        yield 'data: {"type":"finish"}\n\ndata: [DONE]\n\n'
+
+    ui = {"x-vercel-ai-ui-message-stream": "v1"}
+    return StreamingResponse(relay(), media_type="text/event-stream", headers=ui)
 
 
 @api.get("/runs/{key}")

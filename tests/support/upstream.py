@@ -235,8 +235,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if kind == "overload":
                 await send({"type": "http.response.body", "body": error, "more_body": True})
                 break
-            if kind == "stall":
-                await asyncio.sleep(3600)
+            if kind == "stall":  # silence until the client leaves (then the server's send does nothing)
+                while (await receive())["type"] != "http.disconnect":
+                    pass
             if kind == "truncate":
                 break
         await send({"type": "http.response.body", "body": event, "more_body": True})
