@@ -274,3 +274,27 @@ def test_heartbeats_while_waiting(upstream: Server) -> None:
     text = response.text
     cut = text.index("".join(PARTS[4:5]).strip())
     assert ": ping" in text[cut : text.index("data: [DONE]")]
+
+
+def test_ai_sdk_reader_reads_one_whole_message(on: Server) -> None:
+    """The Vercel AI SDK's own reader (DefaultChatTransport, readUIMessageStream) on a UI message stream
+    whose upstream failed mid-answer: one text part, the whole text, no error."""
+    from ..support.node import run_node
+
+    key = uuid.uuid4().hex
+    url = f"{on.url}/api/chat?x-fault=cut@7&x-fault-key={key}"
+    got = run_node("read_ui_stream.mjs", url)
+    assert got["error"] is None
+    texts = [part["text"] for part in got["parts"] if part["type"] == "text"]
+    assert texts == [ANSWER]
+    assert got["chunks"]["start"] == 1 and got["chunks"]["text-start"] == 1 and got["finish"] is not None
+    assert len(runs(on, key)) == 2
+
+
+def test_ai_sdk_reader_control_without_recovery(off: Server) -> None:
+    from ..support.node import run_node
+
+    url = f"{off.url}/api/chat?x-fault=cut@7&x-fault-key={uuid.uuid4().hex}"
+    got = run_node("read_ui_stream.mjs", url)
+    texts = [part["text"] for part in got["parts"] if part["type"] == "text"]
+    assert got["error"] is not None and texts == ["".join(PARTS[:7])]
