@@ -8,19 +8,25 @@ checkpoint (a lock's acquire is one).
 Under ASGI spec < 2.4 (uvicorn, hypercorn, granian) a ``send`` to a client that left silently does
 nothing, so the only sign is ``http.disconnect`` on ``receive``. Most apps listen themselves (Starlette's
 ``StreamingResponse``, sse-starlette); a raw generator may never call ``receive`` once it streams, so the
-responder may start :meth:`ClientWatch.listen` while the app is not listening. Only one ``receive`` is ever
+stream may start :meth:`ClientWatch.listen` while the app is not listening. Only one ``receive`` is ever
 in flight: some servers (granian) answer a second, concurrent one with a false ``http.disconnect``. An app
 that calls ``receive`` while our listener waits gets the listener's answer; whatever the listener read is
 kept for the app, disconnects included.
+
+Who acts: the stream (:class:`Listener`, which its watcher's task runs) starts the listener while the app
+does not listen itself; the responder only passes the app's ``receive`` through :meth:`ClientWatch.receive`.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import anyio
 
+from .._core.lifecycle import Lifecycle, Phase
 from .._types import Message, Receive
+from .watcher import Watcher
 
 _KEEP = 16  # messages kept for an app that does not read them; a server has nothing more to say
 
@@ -99,3 +105,61 @@ class ClientWatch:
             if self.gone:
                 return True
         return False
+
+
+ClientLeft = Callable[..., bool]  # the stream's client_left(cancel_app=...)
+
+
+class Listener:
+    """A stream's disconnect listener, run by its watcher while the app does not listen itself.
+    ``client_left``: the stream's, held weakly (the stream holds this listener)."""
+
+    __slots__ = ("_client_left", "_life", "_may_listen", "_watch", "_watcher")
+
+    def __init__(
+        self,
+        watch: ClientWatch,
+        watcher: Watcher,
+        life: Lifecycle,
+        client_left: weakref.WeakMethod[ClientLeft],
+        may_listen: bool,
+    ) -> None:
+        self._watch = watch
+        self._watcher = watcher
+        self._life = life
+        self._client_left = client_left
+        self._may_listen = may_listen
+
+    def gone_before_start(self) -> bool:
+        return self._watch.gone
+
+    def listen_if_needed(self) -> None:
+        """Start our listener if nobody would otherwise hear the client leave."""
+        if (
+            self._may_listen
+            and not self._watcher.listening
+            and self._life.phase is Phase.STREAMING
+            and self._watch.can_listen()
+        ):
+            self._watcher.listen(self._listen)
+
+    async def _listen(self) -> None:
+        watch = self._watch
+        if await watch.listen():  # the app did not hear it (unless it came back meanwhile)
+            self._tell(cancel_app=not watch.app_listening)
+
+    def _tell(self, *, cancel_app: bool) -> None:
+        client_left = self._client_left()
+        if client_left is not None:
+            client_left(cancel_app=cancel_app)
+
+    def hide_disconnects(self) -> None:
+        """A resumable stream: the app goes on when its client leaves, and never hears of it."""
+        left = self._client_left  # not self: the watch is the responder's, kept past the stream's end
+
+        def told() -> None:
+            method = left()
+            if method is not None:
+                method(cancel_app=False)
+
+        self._watch.hide_disconnects(told)

@@ -1,10 +1,13 @@
 """Guards, the I/O side: checks run beside the app, never inside its ``send``.
 
 A stream with guards gets a :class:`GuardRunner`. The app's bodies go into the stream's
-:class:`~.._core.guarded.GuardedPipeline`; when a check is due, a small per-stream task runs the guards on
-it (one check in flight), and once they pass, the text they approved goes out under the send gate. The
-app's ``send`` waits only when too much text is held (back-pressure, so a slow guard cannot make us
-buffer without bound) and at its final body, whose end waits for every part's final check.
+:class:`~.._core.guarded.GuardedPipeline`, whose :class:`~.._core.guard.GuardGate` holds text until the
+guards approve it; when a check is due, a small per-stream task runs the guards on it (one check in
+flight), and once they pass, the text they approved is *released*: the stream's
+:class:`~.writer.Writer` writes it. The app's ``send`` waits only when too much text is held
+(back-pressure, so a slow guard cannot make us buffer without bound) and at its final body, whose end
+waits for every part's final check. The runner ends the stream only through :class:`GuardEnds`, the
+narrow interface the stream gives it.
 
 A sync guard runs in the event loop: keep it fast, or make it ``async`` (``anyio.to_thread.run_sync``
 for blocking work). An async guard runs under ``anyio.fail_after(guard_timeout)``.
@@ -12,11 +15,10 @@ for blocking work). An async guard runs under ``anyio.fail_after(guard_timeout)`
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -25,14 +27,13 @@ from .._core.dialects.endings import CONTENT_FILTER
 from .._core.errors import ErrorInfo, logger
 from .._core.guard import Check
 from .._core.guarded import GuardedPipeline
-from .._core.lifecycle import Phase
+from .._core.lifecycle import Lifecycle, Phase
 from .._exceptions import Blocked, ConfigError
-from .._settings import SCOPE_KEY
+from .._settings import SCOPE_KEY, StreamingSettings
+from .._telemetry.recorder import StreamTelemetry
 from .._types import Message
-from .watcher import spawn_child
-
-if TYPE_CHECKING:
-    from .stream import Stream
+from .backend import asyncio_loop, spawn_child
+from .writer import Writer, body_bytes
 
 Guard = Callable[[Check], "Awaitable[None] | None"]
 GUARDS_KEY = "guards"  # in the scope's overrides: the request's extra guards
@@ -65,6 +66,18 @@ def request_guards(scope: MutableMapping[str, Any]) -> list[Guard]:
     return found
 
 
+class GuardEnds(Protocol):
+    """What the guard runner may ask of its stream (a weak proxy of it: the stream holds the runner)."""
+
+    def end(self, info: ErrorInfo | None) -> None: ...
+
+    def fail(self, exc: Exception) -> None: ...
+
+    def invalid_output(self) -> ErrorInfo: ...
+
+    def error_id(self) -> str: ...
+
+
 class GuardRunner:
     __slots__ = (
         "_child",
@@ -73,72 +86,76 @@ class GuardRunner:
         "_overflow_said",
         "_scope",
         "_stopped",
-        "blocked",
+        "ends",
+        "life",
         "pipe",
-        "stream",
+        "settings",
+        "telemetry",
+        "writer",
     )
 
-    def __init__(self, stream: Stream, pipe: GuardedPipeline, guards: Sequence[Guard]) -> None:
-        self.stream = stream
+    def __init__(
+        self,
+        life: Lifecycle,
+        writer: Writer,
+        pipe: GuardedPipeline,
+        guards: Sequence[Guard],
+        settings: StreamingSettings,
+        telemetry: StreamTelemetry | None,
+        ends: GuardEnds,
+    ) -> None:
+        self.life = life
+        self.writer = writer
         self.pipe = pipe
+        self.settings = settings
+        self.telemetry = telemetry
+        self.ends = ends
         self._guards = tuple(guards)
         self._child: object | None = None
         self._done: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._stopped = False
-        self.blocked: str | None = None  # why, once tripped
-        pipe.overflow_allowed = stream.settings.guard_failure == "allow"
+        pipe.overflow_allowed = settings.guard_failure == "allow"
         self._overflow_said = False
 
     # -- the app's bodies -----------------------------------------------------------------------------
 
-    async def body(self, message: Message, body: bytes) -> None:
-        stream, pipe = self.stream, self.pipe
+    async def body(self, message: Message) -> None:
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            body = body_bytes(body)
+        life, pipe = self.life, self.pipe
         final = not message.get("more_body", False)
-        await stream.gate.take()
-        try:
-            now = stream.clocks.last_app = time.monotonic()
-            out = pipe.feed(body, now) if body else []
-            if out:
-                await stream.deliver(b"".join(out), now)
-        finally:
-            stream.gate.release()
+        await self.writer.fed(body)
         if pipe.fault:  # the output check ruled the stream out: it ends, with what the guards approved
-            stream.end(stream.invalid_output())
+            self.ends.end(self.ends.invalid_output())
             return
         if pipe.overflowed and not self._overflow_said:
             self._overflowed()
-            if stream.life.phase is not Phase.STREAMING:
+            if life.phase is not Phase.STREAMING:
                 return
         if final:
             await self._end_of_body()
             return
         self.kick()
-        while pipe.gate.full and self._child is not None and stream.life.phase is Phase.STREAMING:
+        while pipe.gate.full and self._child is not None and life.phase is Phase.STREAMING:
             await self.join()  # back-pressure: the check in flight frees room
             self.kick()
-        deadline = pipe.deadline()
-        if deadline is not None:
-            stream.watcher.want(deadline)
+        self.writer.wake_by(pipe.deadline())
 
     async def _end_of_body(self) -> None:
         """Every part's final check, before the stream's end goes out (in the app's task: it is done)."""
-        stream, pipe = self.stream, self.pipe
+        life, pipe = self.life, self.pipe
         pipe.end_of_body()
         await self.join()
-        while stream.life.phase is Phase.STREAMING:
+        while life.phase is Phase.STREAMING:
             check = pipe.gate.next_check()
             if check is None:
                 break
-            if not await self._check(check):
+            if not await self._run_guards(check):
                 return  # tripped: the stream ends from our side (the app is cancelled)
-        if stream.life.phase is not Phase.STREAMING:
-            return
-        await stream.gate.take()
-        try:
-            await stream.final_body(b"".join(pipe.close()))
-        finally:
-            stream.gate.release()
+        if life.phase is Phase.STREAMING:
+            await self.writer.end_of_body(pipe.close)
 
     # -- the checks, beside the app -------------------------------------------------------------------
 
@@ -146,47 +163,37 @@ class GuardRunner:
         """Start the check task when a check is due and none runs."""
         if self._child is None and not self._stopped and not self.pipe.gate.idle:
             self._done = anyio.Event()
-            self._child = spawn_child(self._run, "sse_middleware guard", asyncio._get_running_loop())
+            self._child = spawn_child(self._run, "sse_middleware guard", asyncio_loop())
 
     async def _run(self) -> None:
-        stream, pipe = self.stream, self.pipe
+        life, pipe = self.life, self.pipe
         try:
             with anyio.CancelScope() as self._scope:
-                while not self._stopped and stream.life.phase is Phase.STREAMING:
+                while not self._stopped and life.phase is Phase.STREAMING:
                     check = pipe.gate.next_check()
-                    if check is None or not await self._check(check):
+                    if check is None or not await self._run_guards(check):
                         break
-                    await self._release()
+                    await self._write_released()
         except Exception as exc:  # a bug of ours must never take the server down (a trio system task would)
-            stream.end(errors.report(exc, detail=False, error_id=stream.error_id(), client_gone=False))
+            ends = self.ends
+            ends.end(errors.report(exc, detail=False, error_id=ends.error_id(), client_gone=False))
         finally:
             self._scope = None
             self._child = None
             if self._done is not None:
                 self._done.set()
 
-    async def _release(self) -> None:
-        stream = self.stream
-        await stream.gate.take()
+    async def _write_released(self) -> None:
+        """What the guards just approved leaves the gate, to the client."""
         try:
-            if stream.life.phase is Phase.STREAMING:
-                now = time.monotonic()
-                frames = self.pipe.release(now)
-                if frames:
-                    try:
-                        await stream.deliver(b"".join(frames), now)
-                    except Exception as exc:  # the server refused our write: the stream failed
-                        stream.fail(exc)
-        finally:
-            stream.gate.release()
-        deadline = self.pipe.deadline()
-        if deadline is not None:
-            stream.watcher.want(deadline)
+            await self.writer.released(self.pipe.release)
+        except Exception as exc:  # the server refused our write: the stream failed
+            self.ends.fail(exc)
+        self.writer.wake_by(self.pipe.deadline())
 
-    async def _check(self, check: Check) -> bool:
+    async def _run_guards(self, check: Check) -> bool:
         """Run every guard on ``check``; whether the stream goes on."""
-        stream, gate = self.stream, self.pipe.gate
-        settings = stream.settings
+        ends, gate, settings, telemetry = self.ends, self.pipe.gate, self.settings, self.telemetry
         started = time.monotonic()
         try:
             for fn in self._guards:
@@ -196,26 +203,24 @@ class GuardRunner:
                         await result
         except Blocked as exc:
             self._record(started)
-            self.blocked = exc.code or CONTENT_FILTER
-            if stream.telemetry is not None:
-                stream.telemetry.guard_blocked(self.blocked)
+            if telemetry is not None:
+                telemetry.guard_blocked(exc.code or CONTENT_FILTER)
             gate.failed()
-            stream.end(ErrorInfo(CONTENT_FILTER, exc.message, stream.error_id(), exc.code))
+            ends.end(ErrorInfo(CONTENT_FILTER, exc.message, ends.error_id(), exc.code))
             return False
         except Exception as exc:
             self._record(started)
-            error_id = stream.error_id()
+            error_id = ends.error_id()
             if settings.guard_failure == "allow":
                 logger.warning("a guard failed; the text goes on (error id %s)", error_id, exc_info=exc)
-                if stream.telemetry is not None:
-                    stream.telemetry.guard_fault()
+                if telemetry is not None:
+                    telemetry.guard_fault()
                 gate.skipped(check)
                 return True
             gate.failed()
-            self.blocked = "guard_failure"
-            if stream.telemetry is not None:
-                stream.telemetry.guard_blocked(self.blocked)
-            stream.end(errors.report(exc, detail=settings.error_detail, error_id=error_id, client_gone=False))
+            if telemetry is not None:
+                telemetry.guard_blocked("guard_failure")
+            ends.end(errors.report(exc, detail=settings.error_detail, error_id=error_id, client_gone=False))
             return False
         self._record(started)
         gate.passed(check)
@@ -225,32 +230,29 @@ class GuardRunner:
         """An event grew past ``max_event_bytes``: the guards cannot see it whole. Said once; a fault,
         handled by ``guard_failure`` (the pipeline already let it through, or dropped everything)."""
         self._overflow_said = True
-        stream = self.stream
-        error_id = stream.error_id()
-        limit = stream.settings.max_event_bytes
+        error_id = self.ends.error_id()
+        limit = self.settings.max_event_bytes
         if self.pipe.overflow_allowed:
             logger.warning(
                 "an event past max_event_bytes=%d went out unchecked by the guards (error id %s)",
                 limit,
                 error_id,
             )
-            if stream.telemetry is not None:
-                stream.telemetry.guard_fault()
+            if self.telemetry is not None:
+                self.telemetry.guard_fault()
             return
         logger.warning(
             "stream ended: an event past max_event_bytes=%d cannot be checked by the guards (error id %s)",
             limit,
             error_id,
         )
-        self.blocked = "guard_failure"
-        if stream.telemetry is not None:
-            stream.telemetry.guard_blocked(self.blocked)
-        stream.end(errors.describe(OverflowError(), detail=False, error_id=error_id))  # the generic error
+        if self.telemetry is not None:
+            self.telemetry.guard_blocked("guard_failure")
+        self.ends.end(errors.describe(OverflowError(), detail=False, error_id=error_id))  # the generic error
 
     def _record(self, started: float) -> None:
-        telemetry = self.stream.telemetry
-        if telemetry is not None:
-            telemetry.guard_check(time.monotonic() - started)
+        if self.telemetry is not None:
+            self.telemetry.guard_check(time.monotonic() - started)
 
     # -- teardown ------------------------------------------------------------------------------------
 

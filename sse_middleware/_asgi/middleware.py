@@ -19,6 +19,7 @@ from .guards import Guard, validate
 from .responder import Responder
 from .resume import Resumption
 from .shutdown import ShutdownWatch
+from .start import Shared
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -69,6 +70,9 @@ class StreamingMiddleware:
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         self.chats = ChatResume(self.resume)
+        self.shared = Shared(
+            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, self.forget
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -78,7 +82,7 @@ class StreamingMiddleware:
             answered, send = await self.chats.answer(scope, receive, send)
             if answered:
                 return  # the AI SDK's resume of a chat's stream (or its stop)
-            await Responder(self, scope, receive, send).run(self.app)
+            await Responder(self.shared, scope, receive, send).run(self.app)
         elif kind == "lifespan":
             await self.app(scope, self._lifespan_receive(receive), send)
         else:

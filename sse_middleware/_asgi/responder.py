@@ -2,8 +2,10 @@
 
 The app runs in the task that called the middleware (so contextvars such as the current span behave as
 without us), with no task group around it. The responder decides at ``http.response.start`` whether the
-response is a stream; if it is, a :class:`~.stream.Stream` takes every body from then on (the per-token
-path is in that module). Everything else passes through after that one check.
+response is a stream; if it is, :func:`.start.open_stream` builds its :class:`~.stream.Stream`, which
+takes every body from then on (the per-token path is :meth:`.writer.Writer.body`). Everything else
+passes through after that one check: the server's ``send`` is called here only for a response that is no
+stream (and for its start); a stream's writes all go through its writer.
 
 The app's time is the app's. The middleware ends the app only while it owns a live stream and either
 the client is gone in a way the app cannot see (our own listener read the ``http.disconnect``), or a
@@ -17,27 +19,20 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import anyio.lowlevel
 
-from .._core import chat, headers
-from .._core.deadlines import next_deadline
-from .._core.guarded import GuardedPipeline
-from .._core.jsoncheck.request import DeclaredSchemas, declared_schemas
+from .._core import headers
 from .._core.lifecycle import LIVE, Lifecycle, Phase
-from .._core.output_check import OutputCheck
-from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
-from .guards import GuardRunner, request_guards
+from .guards import request_guards
+from .start import Shared, Started, open_stream
 from .stream import Stream
-
-if TYPE_CHECKING:
-    from .middleware import StreamingMiddleware
 
 
 class Responder:
@@ -50,18 +45,18 @@ class Responder:
         "_send",
         "client_watch",
         "life",
-        "middleware",
         "scope",
         "settings",
+        "shared",
         "started_mono",
         "started_ns",
         "stream",
     )
 
-    def __init__(self, middleware: StreamingMiddleware, scope: Scope, receive: Receive, send: Send) -> None:
-        self.middleware = middleware
+    def __init__(self, shared: Shared, scope: Scope, receive: Receive, send: Send) -> None:
+        self.shared = shared
         self.scope = scope
-        self.settings: StreamingSettings = middleware.settings
+        self.settings: StreamingSettings = shared.settings
         self._send = send
         self.started_mono = time.monotonic()
         self.started_ns = time.time_ns()
@@ -123,7 +118,7 @@ class Responder:
             if message["type"] == "http.disconnect":
                 stream.client_left(cancel_app=False)  # the app heard it: what it does next is its own
             else:
-                stream.listen_if_needed()  # the app read its body, or stopped listening itself
+                stream.listener.listen_if_needed()  # the app read its body, or stopped listening itself
         return message
 
     # -- send: what the app writes -------------------------------------------------------------------
@@ -140,7 +135,7 @@ class Responder:
                 return stream.body(message)
             if kind == "http.response.start":
                 return _raise(RuntimeError("a second http.response.start: the response already started"))
-            return stream.extension(message)
+            return stream.writer.extension(message)
         if phase is _PASSING:
             return self._send(message)
         return self._send_otherwise(message, phase, stream)
@@ -157,11 +152,14 @@ class Responder:
             # so that an app that awaits nothing but send (an async generator over a list) stops here.
             await anyio.lowlevel.checkpoint()
         else:  # after its own final body, or a disconnect it heard: the server's business, as without us
-            if stream is not None and stream.disconnected:
+            if stream is None:
+                await self._send(message)
+                return
+            if not self.life.connected:
                 # uvicorn's send to a gone client returns without a checkpoint: a generator that awaits
                 # nothing else would spin forever, deaf to its own (Starlette's) cancellation.
                 await anyio.lowlevel.checkpoint()
-            await self._send(message)
+            await stream.writer.untouched(message)
 
     async def _start(self, message: Message) -> None:
         extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
@@ -189,64 +187,23 @@ class Responder:
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
-        check = _output_check(settings, peek) if settings.validate_json and kind != headers.BYTES else None
-        telemetry = None
-        if settings.telemetry:
-            telemetry = self.middleware.telemetry.start(
-                self.scope,
-                start_mono=self.started_mono,
-                start_ns=self.started_ns,
-                body=peek,
-                mark_parent=settings.mark_parent_span,
-            )
-        core = self.middleware.core if settings is self.middleware.settings else settings.core()
-        guards = (*self.middleware.guards, *extra)
-        relay = self.middleware.relays.for_route(self.scope)
-        app_headers = message.get("headers", ())
-        guarded = (
-            GuardedPipeline(
-                kind,
-                core,
-                telemetry,
-                hold=settings.guard_mode == "hold",
-                scope=self.scope,
-                headers=app_headers,
-                relay=relay,
-                check=check,
-            )
-            if guards
-            else None
-        )
-        pipe = guarded or Pipeline(kind, core, telemetry, headers=app_headers, relay=relay, check=check)
-        stream = self.stream = Stream(
-            self.life,
+        started = Started(
+            self.scope,
+            message,
+            start["headers"],
+            kind,
             settings,
-            pipe,
-            telemetry,
-            self._send,
-            self.client_watch,
-            trailers=bool(message.get("trailers")),
-            forget=functools.partial(self.middleware.forget, self),
-            may_listen=not _reports_disconnect_on_send(self.scope),
+            peek,
+            chat_body,
+            extra,
+            self.started_mono,
+            self.started_ns,
         )
-        if guarded is not None:
-            stream.guards = GuardRunner(stream, guarded, guards)
-        self.life.stream(stream.release)
-        if settings.resume and kind == headers.SSE:
-            # The span is made now: the log links it.
-            span = telemetry.span_context() if telemetry is not None else None
-            stream.log = await self.middleware.resume.open(self.scope, settings, start["headers"], span)
-            if stream.log is not None:
-                stream.hide_disconnects()
-                if chat_body:
-                    path = chat.chat_path(self.scope.get("raw_path") or self.scope["path"].encode())
-                    stream.chat(path, self.middleware.resume.identity(self.scope), chat_body)
-        self.middleware.track(self)
-        if self.client_watch.gone:
-            stream.client_left(cancel_app=False)  # the app heard it before it started: its business
-            return
-        stream.watcher.want(next_deadline(pipe.config, pipe, stream.clocks))  # none: no task, no timer
-        stream.listen_if_needed()
+        forget = functools.partial(self.shared.forget, self)
+        life, watch = self.life, self.client_watch
+        stream = self.stream = await open_stream(self.shared, started, life, watch, self._send, forget)
+        self.shared.track(self)
+        stream.begin()
 
 
 _STREAMING: Final = Phase.STREAMING  # a module global: per message, one look-up less than the enum's
@@ -256,23 +213,3 @@ _PASSING: Final = Phase.PASSING
 async def _raise(exc: Exception) -> None:
     """``exc`` raised where the app awaits its ``send``, as from a coroutine function."""
     raise exc
-
-
-def _output_check(settings: StreamingSettings, peek: BodyPeek | None) -> OutputCheck | None:
-    """What the request declared its output must be (or the schema given per request); None: no check."""
-    if settings.json_schema is not None:
-        declared = DeclaredSchemas(content=settings.json_schema)
-    else:
-        declared = declared_schemas(peek.document() if peek is not None else None)
-    return OutputCheck(declared) if declared else None
-
-
-def _reports_disconnect_on_send(scope: Scope) -> bool:
-    """ASGI >= 2.4: ``send`` raises ``OSError`` once the client is gone, so the app hears it there (and
-    Starlette does not listen on ``receive``): no listener of ours, nothing for us to cancel."""
-    return _spec_at_least_2_4(scope.get("asgi", {}).get("spec_version", "2.0"))
-
-
-@functools.lru_cache(maxsize=16)
-def _spec_at_least_2_4(spec: str) -> bool:
-    return tuple(int(part) for part in spec.split(".")[:2] if part.isdigit()) >= (2, 4)

@@ -19,12 +19,13 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sys
 import threading
 import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
+
+from .backend import asyncio_loop, trio_module
 
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -40,11 +41,8 @@ Handler = Callable[[int, FrameType | None], Any]
 def _current_loop() -> tuple[object, Schedule] | None:
     """The running event loop (an identity) and a thread- and signal-safe way to run a function *in a
     new task* on it: the drain starts tasks and cancel scopes, which anyio allows only inside one."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
+    loop = asyncio_loop()
+    if loop is not None:
         tasks: set[asyncio.Task[None]] = set()  # strong references until each is done
 
         def in_asyncio_task(fn: Callable[[], None]) -> None:
@@ -53,7 +51,7 @@ def _current_loop() -> tuple[object, Schedule] | None:
             task.add_done_callback(tasks.discard)
 
         return loop, lambda fn: loop.call_soon_threadsafe(in_asyncio_task, fn)
-    trio = sys.modules.get("trio")  # only if the app already runs on trio; never imported by us
+    trio = trio_module()  # only if the app already runs on trio; never imported by us
     if trio is not None:
         try:
             token = trio.lowlevel.current_trio_token()
@@ -108,7 +106,7 @@ class ShutdownWatch:
 def _heads() -> tuple[object, ...]:
     """The loop, and the handler in front for each of ``_SIGNALS``: what :meth:`ShutdownWatch.install`
     compares, per stream."""
-    return (asyncio._get_running_loop(), *map(_raw_getsignal, _SIGNALS))
+    return (asyncio_loop(), *map(_raw_getsignal, _SIGNALS))
 
 
 class _Link:

@@ -3,8 +3,9 @@ listen itself, reads ``receive`` for a disconnect. It runs only while there is s
 
 Why not a task group around the app: anyio spends more on spawning and cancelling one child than the rest
 of a stream's setup (docs/benchmarks.md, "per-stream cost"), and most streams never need one. So the
-child is spawned on its own, outside any task group, and the responder stops and joins it before the
-response ends, which keeps it structured in effect: it never outlives its stream.
+child is spawned on its own, outside any task group (:func:`.backend.spawn_child`), and the stream's
+teardown (:meth:`.stream.Stream.aclose`) stops and joins it before the response ends, which keeps it
+structured in effect: it never outlives its stream.
 
 On asyncio, deadlines are kept by a loop timer handle whose callback first *peeks*: it asks the stream
 (synchronously, no I/O) when its next deadline really is. While tokens flow the answer has moved on (the
@@ -17,28 +18,37 @@ callbacks) the child stays, sleeping in a cancel scope whose deadline moves.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import math
-import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 
 from .._core.errors import logger
+from .backend import asyncio_loop, spawn_child
 
 _SLACK = 0.001  # uvloop fires timers up to ~1 ms early: never go back to sleep for less
 
-Wake = Callable[[float], Awaitable[float]]
-Peek = Callable[[float], float]
 Listen = Callable[[], Awaitable[None]]
 
 
+class Watched(Protocol):
+    """What the watcher looks after: a stream."""
+
+    def peek(self, now: float) -> float:
+        """The next deadline, with nothing done (``<= now``: something is due)."""
+
+    async def wake(self, now: float) -> float:
+        """Do what is due at ``now``; the next deadline (inf: none)."""
+
+
 class Watcher:
-    """Calls ``wake(now)`` (which does what is due and returns the next deadline) once ``peek(now)``
-    (the next deadline, without doing anything) says something is due, at every deadline given through
-    :meth:`want`; runs a listener when one is set with :meth:`listen`."""
+    """Calls ``owner.wake(now)`` (which does what is due and returns the next deadline) once
+    ``owner.peek(now)`` (the next deadline, without doing anything) says something is due, at every
+    deadline given through :meth:`want`; runs a listener when one is set with :meth:`listen`. The owner
+    is held weakly: it holds the watcher."""
 
     __slots__ = (
         "_child",
@@ -46,17 +56,15 @@ class Watcher:
         "_handle",
         "_listener",
         "_loop",
-        "_peek",
+        "_owner",
         "_scope",
         "_stopped",
         "_wait",
-        "_wake",
         "target",
     )
 
-    def __init__(self, wake: Wake, peek: Peek) -> None:
-        self._wake = wake
-        self._peek = peek
+    def __init__(self, owner: Watched) -> None:
+        self._owner = weakref.ref(owner)
         self.target = math.inf  # when to look next (read it; only want() and the watcher itself move it)
         self._stopped = False
         self._listener: Listen | None = None
@@ -65,7 +73,7 @@ class Watcher:
         self._scope: anyio.CancelScope | None = None  # the child's whole body
         self._wait: anyio.CancelScope | None = None  # the child's wait (listener; trio: its sleep)
         self._handle: asyncio.TimerHandle | None = None  # asyncio: when to peek next
-        self._loop = asyncio._get_running_loop()  # None on trio
+        self._loop = asyncio_loop()  # None on trio
 
     # -- what the stream calls -----------------------------------------------------------------------
 
@@ -131,8 +139,11 @@ class Watcher:
         self._handle = None
         if self._stopped:
             return
+        owner = self._owner()
+        if owner is None:
+            return
         now = time.monotonic()
-        target = self._peek(now)
+        target = owner.peek(now)
         self.target = target
         if target > now + _SLACK:
             self._arm(target)  # nothing due yet (the app's sends took care of it): look again then
@@ -155,7 +166,10 @@ class Watcher:
                     now = time.monotonic()
                     if self.target <= now + _SLACK:
                         self.target = math.inf  # want() may lower it again while wake() runs
-                        after = await self._wake(now)
+                        owner = self._owner()
+                        if owner is None:
+                            return
+                        after = await owner.wake(now)
                         self.target = min(self.target, after)
                         continue
                     if self._listener is not None:
@@ -189,18 +203,6 @@ class Watcher:
         self._wait = None
         if self._loop is not None and self._listener is not None:  # interrupted: the work is due now
             self.target = min(self.target, time.monotonic())
-
-
-def spawn_child(
-    run: Callable[[], Coroutine[Any, Any, None]], name: str, loop: asyncio.AbstractEventLoop | None
-) -> object:
-    """Start ``run()`` beside the caller's task, in no task group (see the module's docstring): a task
-    on ``loop`` (asyncio), or with none, a trio system task in a copy of the current context. The
-    caller joins it before its stream ends."""
-    if loop is not None:
-        return loop.create_task(run())
-    trio: Any = sys.modules["trio"]  # only ever here when the app runs on trio
-    return trio.lowlevel.spawn_system_task(run, name=name, context=contextvars.copy_context())
 
 
 def scope_time(when: float) -> float:

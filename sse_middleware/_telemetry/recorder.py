@@ -6,7 +6,6 @@ follow the GenAI semantic conventions (:mod:`.semconv`); how the gaps are kept i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
@@ -14,6 +13,7 @@ from opentelemetry import context, metrics, trace
 
 from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
+from .instruments import Instruments
 from .request_model import BodyPeek
 from .stream import StreamTelemetry
 
@@ -29,39 +29,6 @@ except PackageNotFoundError:  # a source tree, not installed
 _UNSET: Final = frozenset(
     {"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Instruments:
-    """Per middleware, made once: the tracer, the instruments, and the options every stream uses."""
-
-    tracer: trace.Tracer
-    ttft: metrics.Histogram
-    tpot: metrics.Histogram
-    duration: metrics.Histogram
-    inter_chunk: metrics.Histogram
-    slo_violations: metrics.Counter
-    guard_time: metrics.Histogram
-    guard_blocked: metrics.Counter
-    slo_ttft: float
-    slo_tpot: float
-    gap_sample_every: int
-
-    def verdicts(
-        self, ttft: float | None, p95: float | None, elapsed: float, failed_or_left: bool
-    ) -> list[tuple[str, bool]]:
-        """(objective, met) for each objective set that a stream can be judged on. SLOs judge the wait
-        the user *felt*, so a stream that failed or lost its client after the TTFT objective had passed
-        with nothing shown missed it too."""
-        judged = []
-        if self.slo_ttft > 0:
-            if ttft is not None:
-                judged.append(("ttft", ttft <= self.slo_ttft))
-            elif failed_or_left and elapsed > self.slo_ttft:
-                judged.append(("ttft", False))
-        if self.slo_tpot > 0 and p95 is not None:
-            judged.append(("tpot", p95 <= self.slo_tpot))
-        return judged
 
 
 class Telemetry:

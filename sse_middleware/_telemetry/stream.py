@@ -26,7 +26,7 @@ from .gaps import GapStats
 from .parent import parent_context
 
 if TYPE_CHECKING:
-    from .recorder import Instruments
+    from .instruments import Instruments
 
 _NO_SPAN: Final = trace.set_span_in_context(trace.INVALID_SPAN)  # not empty: the SDK takes {} as "current"
 

@@ -150,12 +150,27 @@ def test_the_layer_check_sees_an_upward_import() -> None:
             probe.unlink()
 
 
-OWNER = PACKAGE / "_core" / "lifecycle.py"  # the one writer of a response's phase
+OWNER = PACKAGE / "_core" / "lifecycle.py"  # the one writer of a response's phase and its client's state
+# The phase and whether we ended it: assigned nowhere else in the package.
 _LIFECYCLE_STATE = {"phase", "ours"}
+# The client's state and why we ended the stream: nowhere else through a lifecycle (``life.client``), nor in
+# the shell under any name it has had (the stream's flags before they moved into the lifecycle).
+_CLIENT_STATE = {"client", "ending", "abandoned", "write_failure"}
+_SHELL_FLAGS = _CLIENT_STATE | {"disconnected", "detached", "cut", "failure"}
+SHELL = PACKAGE / "_asgi"
 
 
-def _state_writes(source: str) -> list[int]:
-    """Lines that assign ``<anything>.phase`` or ``.ours`` (plain, augmented or annotated)."""
+def _through_life(node: ast.expr) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id == "life") or (isinstance(n, ast.Attribute) and n.attr == "life")
+        for n in ast.walk(node)
+    )
+
+
+def _state_writes(source: str, *, shell: bool = False) -> list[int]:
+    """Lines that assign ``<anything>.phase`` or ``.ours``, the client's state through a lifecycle
+    (``life.client``, ``life.ending``, ...), or in the shell (``shell``) any of its old flags (plain,
+    augmented or annotated)."""
     lines = []
     for node in ast.walk(ast.parse(source)):
         targets: list[ast.expr] = []
@@ -165,9 +180,15 @@ def _state_writes(source: str) -> list[int]:
             targets = [node.target]
         for target in targets:
             for part in ast.walk(target):
-                if isinstance(part, ast.Attribute) and part.attr in _LIFECYCLE_STATE:
+                if not isinstance(part, ast.Attribute):
+                    continue
+                if (
+                    part.attr in _LIFECYCLE_STATE
+                    or (part.attr in _CLIENT_STATE and _through_life(part.value))
+                    or (shell and part.attr in _SHELL_FLAGS)
+                ):
                     lines.append(node.lineno)
-    return lines
+    return sorted(set(lines))
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -175,7 +196,9 @@ def test_only_the_lifecycle_assigns_a_phase(path: Path) -> None:
     if path == OWNER:
         assert _state_writes(path.read_text()), "the owner makes the moves"
         return
-    assert not _state_writes(path.read_text()), "only _core/lifecycle.py changes a phase: call a transition"
+    assert not _state_writes(path.read_text(), shell=SHELL in path.parents), (
+        "only _core/lifecycle.py changes a phase or the client's state: call a transition"
+    )
 
 
 def test_the_phase_check_sees_a_write_from_outside() -> None:
@@ -184,3 +207,213 @@ def test_the_phase_check_sees_a_write_from_outside() -> None:
     assert _state_writes("x = 1\nself.r.ours = True\n") == [2]
     assert _state_writes("a, s.life.phase = 1, 2\n") == [1]
     assert not _state_writes("phase = life.phase\nif life.ours: pass\n")
+    # the client's state and the ending, as the stream kept them before they moved into the lifecycle
+    assert _state_writes("self.detached = self.disconnected = True\nstream.life.client = Client.GONE\n") == [
+        2
+    ]
+    assert _state_writes("self.detached = self.disconnected = True\nself.cut = True\n", shell=True) == [1, 2]
+    assert _state_writes("s.life.ending = info\n") == [1]
+    assert _state_writes("life.abandoned = True\nlife.write_failure = exc\n") == [1, 2]
+    assert not _state_writes("timeline.ending = 'end'\n")  # another object's word, outside the shell
+
+
+# -- one writer to the client -----------------------------------------------------------------------------
+
+WRITER = PACKAGE / "_asgi" / "writer.py"  # the one caller of the server's send once a response is a stream
+_SEND = {"send", "_send", "server_send", "_server_send"}  # how the shell names the server's send
+# Responses that never are a stream of the app's own: the server's send is theirs, as without us.
+NOT_A_STREAM = {
+    "_asgi/responder.py": {
+        "Responder.send",  # pass-through: the server's own send, one check at the start
+        "Responder._send_otherwise",  # a body before any start: the server decides
+        "Responder._start",  # the start itself, and a response that turns out to be no stream (or HEAD)
+    },
+    "_asgi/resume.py": {"Resumption.answer", "_Follow._write"},  # answered from the log: the app never runs
+    "_asgi/chat_resume.py": {"ChatResume.answer", "_NoContentFor404.__call__"},  # the AI SDK's resume
+}
+
+
+def _send_calls(source: str) -> set[str]:
+    """The functions (by qualified name) that call something named as the server's send is."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST, where: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, (*where, child.name))
+                continue
+            if isinstance(child, ast.Call):
+                func = child.func
+                name = (
+                    func.id
+                    if isinstance(func, ast.Name)
+                    else func.attr
+                    if isinstance(func, ast.Attribute)
+                    else ""
+                )
+                if name in _SEND:
+                    found.add(".".join(where) or "<module>")
+            visit(child, where)
+
+    visit(ast.parse(source), ())
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_writer_calls_the_servers_send(path: Path) -> None:
+    if path == WRITER:
+        assert _send_calls(path.read_text()), "the writer calls it"
+        return
+    allowed = NOT_A_STREAM.get(path.relative_to(PACKAGE).as_posix(), set())
+    callers = _send_calls(path.read_text()) - allowed
+    assert not callers, f"{callers} call the server's send: ask the stream's writer (_asgi/writer.py)"
+
+
+def test_the_send_check_sees_a_write_from_outside_the_writer() -> None:
+    """The control: the writes the stream and its timers made before the writer existed are found, in a
+    module and in a function the allowance does not name."""
+    assert _send_calls(
+        "class Stream:\n    async def deliver(self, d):\n        await self.server_send(d)\n"
+    ) == {"Stream.deliver"}
+    assert _send_calls("async def f(send):\n    await send({})\n") == {"f"}
+    assert not _send_calls("async def f(writer):\n    await writer.frame(b'', 0.0)\n")
+    probe = PACKAGE / "_asgi" / "_send_probe.py"
+    try:
+        probe.write_text(
+            "class Timers:\n    async def beat(self):\n        await self.stream.server_send({})\n"
+        )
+        with pytest.raises(AssertionError, match=r"Timers\.beat"):
+            test_only_the_writer_calls_the_servers_send(probe)
+    finally:
+        probe.unlink()
+    # in a module the allowance names, a function it does not name is still found
+    extra = (
+        "class Responder:\n    def send(self, m):\n        return self._send(m)\n"
+        "    def extra(self):\n        self._send({})\n"
+    )
+    assert _send_calls(extra) - NOT_A_STREAM["_asgi/responder.py"] == {"Responder.extra"}
+
+
+# -- no import circles ------------------------------------------------------------------------------------
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level(tree: ast.Module) -> list[ast.stmt]:
+    """The statements run when the module is imported (inside ``if TYPE_CHECKING:``, ``try:`` ... too),
+    not those in function bodies: a factory that imports the implementation it picks, when called
+    (``_resume/store.py``'s ``open_store``), makes no circle of modules."""
+    found: list[ast.stmt] = []
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo.extend(node.body)
+            todo.extend(getattr(node, "orelse", []))
+            todo.extend(getattr(node, "finalbody", []))
+            for handler in getattr(node, "handlers", []):
+                todo.extend(handler.body)
+    return found
+
+
+def _module_imports(path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``path`` imports, by dotted name, ``TYPE_CHECKING`` imports included:
+    ``from .x import y`` is module ``x.y`` when that is a module, else ``x``."""
+    here = _module(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found: set[str] = set()
+    for node in _module_level(ast.parse(path.read_text())):
+        bases: list[tuple[str, list[str]]] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join((*base, *(node.module.split(".") if node.module else ())))
+            else:
+                target = node.module or ""
+            bases.append((target, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            bases.extend((alias.name, []) for alias in node.names)
+        for target, names in bases:
+            if not target.startswith("sse_middleware"):
+                continue
+            subs = {f"{target}.{name}" for name in names} & known
+            found |= subs or ({target} & known)
+    return found - {_module(path)}
+
+
+def import_circles(paths: list[Path]) -> list[list[str]]:
+    """Every circle of imports among ``paths`` (Tarjan's strongly connected components of size > 1)."""
+    known = {_module(p) for p in paths}
+    graph = {_module(p): _module_imports(p, known) for p in paths}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def strong(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                strong(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            strong(node)
+    return circles
+
+
+# The one circle left, outside the shell: the core's config names the dialect names for the type checker,
+# and detection reads the config. It goes when the dialect names are derived from the format classes.
+KNOWN_CIRCLES = [["sse_middleware._core.config", "sse_middleware._core.dialects.detect"]]
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Calls run one way (a stream and its parts, the middleware and its responder): no module imports
+    one that imports it back, directly or around a longer circle, ``TYPE_CHECKING`` imports included."""
+    circles = import_circles(sorted(PACKAGE.rglob("*.py")))
+    assert [c for c in circles if c not in KNOWN_CIRCLES] == []
+    assert not import_circles(sorted(SHELL.rglob("*.py")))
+
+
+def test_the_circle_check_sees_a_type_checking_import_back() -> None:
+    """The control: the shell's old circle (the timers naming the stream for the type checker, the stream
+    importing the timers) is found, and so is a longer one; a one-way pair is not."""
+    asgi = PACKAGE / "_asgi"
+    timers, stream = asgi / "_probe_timers.py", asgi / "_probe_stream.py"
+    third = asgi / "_probe_third.py"
+    try:
+        stream.write_text("from ._probe_timers import Timers\n")
+        timers.write_text(
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._probe_stream import S\n"
+        )
+        assert import_circles([stream, timers]) == [
+            ["sse_middleware._asgi._probe_stream", "sse_middleware._asgi._probe_timers"]
+        ]
+        timers.write_text("from . import _probe_third\n")
+        third.write_text("import sse_middleware._asgi._probe_stream\n")
+        assert len(import_circles([stream, timers, third])) == 1
+        third.write_text("from .._core import lifecycle\n")
+        assert import_circles([stream, timers, third]) == []
+    finally:
+        for probe in (timers, stream, third):
+            probe.unlink(missing_ok=True)

@@ -215,8 +215,8 @@ def test_the_named_transitions_do_their_bookkeeping_once() -> None:
     assert (life.phase, life.ours, cancelled, released) == (Phase.ENDING, True, [True], [])
     life.end()  # already ending: nothing more
     life.finished()
-    life.release()
-    life.release()
+    life.let_go()
+    life.let_go()
     assert (life.phase, cancelled, released) == (Phase.ENDED, [True], [True])
     closing = Lifecycle(lambda: cancelled.append(True))
     closing.stream(lambda: released.append(True))
