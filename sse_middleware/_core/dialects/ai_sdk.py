@@ -5,24 +5,34 @@ Each part is one ``data:`` event holding a JSON object with a ``type``; the stre
 parts per ``toolCallId``, when the part has exactly its type, its id and its text (a part with
 ``providerMetadata`` goes out as it is). A failure is the protocol's own error part,
 ``{"type": "error", "errorText": ...}``, which the SDK's reader hands to ``onError``.
+
+Recognized by the header its ``createUIMessageStreamResponse`` sets (``x-vercel-ai-ui-message-stream:
+v1``) or by a first event that is exactly the ``start`` part; it ends with a ``finish`` part (then
+``[DONE]``). A guard's trip ends the open parts and the step, then ``finish`` with ``finishReason:
+"content-filter"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
+from ..sse import Event, encode
 from ..wire import (
     REASONING,
     TEXT,
     Delta,
     Part,
+    data_object,
+    dumps,
+    is_done,
     splice,
     string_field,
     with_id,
 )
-from .base import Spliced, data_error
+from .base import Dialect, First, Spliced
+from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
 
 _PARTS: Final = {
     "text-delta": ("id", "delta"),
@@ -31,11 +41,49 @@ _PARTS: Final = {
 }
 _FIELDS: Final = {"delta": string_field(b"delta"), "inputTextDelta": string_field(b"inputTextDelta")}
 _START_KEYS: Final = frozenset(("type", "messageId", "messageMetadata"))
+# The opening parts: a stream that shows one owes its finish part.
+_OPENING: Final = frozenset(
+    ("start", "start-step", "text-start", "text-delta", "reasoning-start", "reasoning-delta")
+)
 
 
 def is_start(obj: dict[str, Any]) -> bool:
     """Whether a stream's first JSON object is this protocol's ``start`` part, and nothing else."""
     return obj.get("type") == "start" and obj.keys() <= _START_KEYS
+
+
+class UIMessageEnding(Ending):
+    """The open text and reasoning parts ended, the open step finished, then the ``finish`` part with
+    the schema's own ``finishReason: "content-filter"`` (its chunk objects are loose: the detail rides
+    along), and ``[DONE]``."""
+
+    def __init__(self, dialect: Reads) -> None:
+        super().__init__(dialect)
+        self._open: dict[str, str] = {}  # id -> the part's end type, for parts started and not ended
+        self._step = False
+
+    def see(self, raw: bytes) -> None:
+        if b"-start" not in raw and b"-end" not in raw and b"-step" not in raw:
+            return
+        obj = self._dialect.data_object(raw)
+        kind = obj.get("type") if obj is not None else None
+        if obj is None or not isinstance(kind, str):
+            return
+        if kind in ("start-step", "finish-step"):
+            self._step = kind == "start-step"
+            return
+        ident = obj.get("id")
+        if kind in ("text-start", "reasoning-start") and isinstance(ident, str):
+            self._open[ident] = kind[: -len("start")] + "end"
+        elif kind in ("text-end", "reasoning-end") and isinstance(ident, str):
+            self._open.pop(ident, None)
+
+    def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
+        parts: list[dict[str, Any]] = [{"type": end, "id": ident} for ident, end in self._open.items()]
+        if self._step:
+            parts.append({"type": "finish-step"})
+        parts.append({"type": "finish", "finishReason": "content-filter", CONTENT_FILTER: detail(info)})
+        return b"".join(encode(Event(dumps(part))) for part in parts) + b"data: [DONE]\n\n"
 
 
 class AISDK(Spliced):
@@ -44,6 +92,34 @@ class AISDK(Spliced):
     name = "ai-sdk"
     provider = "ai-sdk"
     operation = "chat"
+    ending = UIMessageEnding
+    end_marker = 'a {"type":"finish"} part'
+    chat_resume = True
+    hint = (b"x-vercel-ai-ui-message-stream", b"v1")
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        obj = first.obj if first.name is None else None
+        return cls() if isinstance(obj, dict) and is_start(obj) else None
+
+    @classmethod
+    def is_end(cls, raw: bytes) -> bool:
+        if is_done(raw):
+            return True
+        obj = data_object(raw) if b'"finish"' in raw else None
+        return obj is not None and obj.get("type") == "finish"
+
+    @classmethod
+    def owed_end(cls, raw: bytes) -> bool:
+        obj = data_object(raw)
+        return obj is not None and obj.get("type") in _OPENING
+
+    @classmethod
+    def reported_error(cls, raw: bytes) -> str | None:
+        obj = data_object(raw) if b"errorText" in raw else None
+        if obj is not None and obj.get("type") == "error" and isinstance(obj.get("errorText"), str):
+            return str(obj["errorText"])
+        return None
 
     def __init__(self) -> None:
         super().__init__()

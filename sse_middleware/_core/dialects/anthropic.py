@@ -3,25 +3,33 @@
 Merged: a ``content_block_delta`` whose delta is exactly ``{"type", <its one string field>}`` of type
 ``text_delta``, ``thinking_delta`` or ``input_json_delta``, keyed by (block index, delta type); the
 ``event:`` line is kept. A ``signature_delta``, a citation or anything else goes out as it is.
+
+Recognized by a first event named ``message_start``, ``content_block_*`` or ``ping``; it ends with
+``event: message_stop``. A guard's trip closes the open blocks, then ``message_delta`` with
+``stop_reason: "refusal"`` (in the SDK's ``StopReason``) and ``message_stop``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
+from ..sse import Event, encode
 from ..wire import (
     REASONING,
     TEXT,
     Delta,
     Part,
+    dumps,
+    name_and_data,
     splice,
     string_field,
     with_id,
 )
-from .base import Spliced, data_error, matched
+from .base import Dialect, First, Spliced, matched
+from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
 
 _FAST: Final = re.compile(
     rb'event: ?content_block_delta\ndata: ?\{"type":"content_block_delta","index":(\d+),'
@@ -39,6 +47,40 @@ _ERRORS: Final = {
     "server_shutdown": "overloaded_error",
 }
 
+_FIRST: Final = frozenset(("message_start", "content_block_start", "content_block_delta", "ping"))
+
+
+class AnthropicEnding(Ending):
+    """The open content blocks closed, then ``message_delta`` with ``stop_reason: "refusal"`` and
+    ``message_stop``."""
+
+    def __init__(self, dialect: Reads) -> None:
+        super().__init__(dialect)
+        self._open: set[int] = set()
+
+    def see(self, raw: bytes) -> None:
+        if b"content_block_st" not in raw:
+            return
+        for name, opens in ((b"content_block_start", True), (b"content_block_stop", False)):
+            obj = self._dialect.data_object(raw, name)
+            if obj is not None and isinstance(obj.get("index"), int):
+                (self._open.add if opens else self._open.discard)(obj["index"])
+
+    def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
+        out = [
+            encode(Event(dumps({"type": "content_block_stop", "index": i}), "content_block_stop"))
+            for i in sorted(self._open)
+        ]
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": "refusal", "stop_sequence": None},
+            "usage": {"output_tokens": 0},
+            CONTENT_FILTER: detail(info),
+        }
+        out.append(encode(Event(dumps(delta), "message_delta")))
+        out.append(encode(Event(dumps({"type": "message_stop"}), "message_stop")))
+        return b"".join(out)
+
 
 class Anthropic(Spliced):
     """Messages API events; see the module's docstring for what merges."""
@@ -46,6 +88,16 @@ class Anthropic(Spliced):
     name = "anthropic"
     provider = "anthropic"
     operation = "chat"
+    ending = AnthropicEnding
+    end_marker = "event: message_stop"
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        return cls() if first.name in _FIRST else None
+
+    @classmethod
+    def is_end(cls, raw: bytes) -> bool:
+        return name_and_data(raw)[0] == "message_stop"
 
     def __init__(self) -> None:
         super().__init__()

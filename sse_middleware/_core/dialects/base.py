@@ -1,4 +1,4 @@
-"""The dialect interface, and the formats that merge nothing or only plain text.
+"""The dialect interface, and the formats that merge nothing.
 
 A dialect reads one stream format the way an httpx decoder reads one content encoding: a small object
 per stream, fed whole raw events in order, keeping only what it must between them.
@@ -10,20 +10,20 @@ per stream, fed whole raw events in order, keeping only what it must between the
   the app wrote them.
 * :meth:`Dialect.flush`: bytes the dialect itself still holds (a character the stream never finished).
 
-Plus what telemetry reads (:meth:`~Dialect.content`, :meth:`~Dialect.info`) and the stream's own error
-event. Adding a format is one subclass, and a name in :mod:`.detect`.
+Plus what telemetry reads (:meth:`~Dialect.content`, :meth:`~Dialect.info`), and what the class itself
+says of its format: its name, how a stream of it is recognized (:meth:`~Dialect.detect`, ``hint``), its
+end marker (:meth:`~Dialect.is_end`), its error event and its content-filter ending (``ending``). Every
+table of formats is derived from the classes (:mod:`.registry`): a format is one class there.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, ClassVar
 
 from ..errors import ErrorInfo
 from ..lines import CR, LF
-from ..sse import Event, encode
 from ..wire import (
     BACKSLASH,
     QUOTE,
@@ -32,53 +32,106 @@ from ..wire import (
     Envelope,
     Known,
     Part,
-    dumps,
     escape,
     loads,
     name_and_data,
     object_data,
-    simple,
     unescape,
-    with_retry,
 )
+from .endings import Ending, NoEnding, data_error, sse_error
 
 __all__ = [
     "Delta",
     "Dialect",
+    "First",
     "Generic",
     "Opaque",
     "Part",
-    "PlainText",
     "Spliced",
-    "Text",
     "Undetected",
+    "data_error",
     "sse_error",
 ]
 
-
-def sse_error(info: ErrorInfo) -> bytes:
-    """Generic SSE's error event: ``event: error`` and ``{"error": {"type", "message", "id"}}``."""
-    body: dict[str, Any] = {"type": info.type, "message": info.message, "id": info.id}
-    if info.code is not None:
-        body["code"] = info.code
-    return with_retry(info, encode(Event(dumps({"error": body}), "error")))
+_UNPARSED: Any = object()
 
 
-def data_error(info: ErrorInfo, body: dict[str, Any], name: str | None = None) -> bytes:
-    """An error event carrying ``body`` (which holds the message and its error id), under ``name``."""
-    return with_retry(info, encode(Event(dumps(body), name)))
+class First:
+    """A stream's first event with data, as every format's :meth:`Dialect.detect` reads it: its name,
+    its data, and its JSON parsed once (by ``parse``) for all that ask. ``route``: the route's relay
+    memory, when a relay may be learned or merged (coalescing on)."""
+
+    __slots__ = ("_obj", "_parse", "data", "name", "raw", "route")
+
+    def __init__(
+        self, raw: bytes, name: str | None, data: bytes, parse: Callable[[bytes], Any], route: Any
+    ) -> None:
+        self.raw, self.name, self.data, self.route = raw, name, data, route
+        self._parse = parse
+        self._obj: Any = _UNPARSED
+
+    @property
+    def parsed(self) -> bool:
+        return self._obj is not _UNPARSED
+
+    @property
+    def obj(self) -> Any:
+        """The data as JSON (None when it is not JSON); a non-object is not parsed at all."""
+        if self._obj is _UNPARSED:
+            self._obj = self._parse(self.data) if self.data[:1] == b"{" else None
+        return self._obj
 
 
 class Dialect:
     """The base: merges nothing, reports every event as output, fails with generic SSE's error event."""
 
     name: ClassVar[str] = "sse"
+    """What the ``dialect`` setting calls the format (and the span's ``sse_middleware.dialect``)."""
     provider: ClassVar[str] = "sse"
     operation: ClassVar[str] = "stream"
     merges: ClassVar[bool] = False
     """Whether :meth:`delta` may find anything: the pipeline calls it per event only then."""
     detecting: ClassVar[bool] = False
     """Whether the format is still unknown (the pipeline asks :mod:`.detect` at the next event)."""
+    ending: ClassVar[type[Ending]] = Ending
+    """The content-filter ending a guard's trip sends (see :mod:`.endings`)."""
+    end_marker: ClassVar[str | None] = None
+    """The format's clean end, as a report names it; None: the format has none, so no stream is known
+    to be cut short by its last event. :meth:`is_end` recognizes it."""
+    chat_resume: ClassVar[bool] = False
+    """Whether a stream of this format is a chat whose client resumes it by the chat's id (the AI SDK's
+    ``GET {api}/{chatId}/stream``)."""
+    hint: ClassVar[tuple[bytes, bytes] | None] = None
+    """A response header (lowercase name, value) that names this format before any event."""
+    rank: ClassVar[int] = 0
+    """Detection asks lower ranks first: a format that proves itself by its own event types is 0."""
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        """A reader of this format for the stream whose first event with data is ``first``, or None when
+        the event does not prove the format. Asked in the registry's order; the first answer wins."""
+        return None
+
+    @classmethod
+    def named(cls, json_text_field: str) -> Dialect:
+        """A reader for a stream the ``dialect`` setting names this format."""
+        return cls()
+
+    @classmethod
+    def is_end(cls, raw: bytes) -> bool:
+        """Whether ``raw`` is the format's end marker: the event a complete stream ends with."""
+        return False
+
+    @classmethod
+    def owed_end(cls, raw: bytes) -> bool:
+        """Whether ``raw`` is an event of this format that promises its end marker, for a stream read
+        without knowing the format (the check's reader): its own event types, not a guess."""
+        return False
+
+    @classmethod
+    def reported_error(cls, raw: bytes) -> str | None:
+        """The message of this format's own error event in ``raw`` (the app failed and said so)."""
+        return None
 
     def __init__(self) -> None:
         # The last event whose data was parsed, and what the parse gave: read, info and see ask about the
@@ -207,6 +260,32 @@ class Spliced(Dialect):
         return None
 
 
+def message_of(obj: Any) -> str | None:
+    """The message an error body carries: itself (a string), its ``error``'s, or its own ``message``."""
+    if not isinstance(obj, dict):
+        return None
+    response = obj.get("response")  # the Responses API's response.failed
+    for holder in (obj.get("error"), response.get("error") if isinstance(response, dict) else None, obj):
+        if isinstance(holder, str):
+            return holder
+        if isinstance(holder, dict) and isinstance(holder.get("message"), str):
+            return str(holder["message"])
+    return None
+
+
+def named_error(raw: bytes, kind: str) -> str | None:
+    """The message of an error event named ``kind``: its body's, else the start of its data."""
+    name, data = name_and_data(raw)
+    if name != kind:
+        return None
+    return message_of(loads(data) if data[:1] == b"{" else None) or data_text(raw) or name
+
+
+def data_text(raw: bytes) -> str:
+    """The start of an event's data, for a report that has nothing better to quote."""
+    return name_and_data(raw)[1][:200].decode(errors="replace")
+
+
 def matched(match: re.Match[bytes], key: Hashable) -> Delta | None:
     """A fast-path regex's delta (its group 3 is the escaped text); None when it holds no text."""
     text = unescape(match.group(3))
@@ -217,7 +296,18 @@ def matched(match: re.Match[bytes], key: Hashable) -> Delta | None:
 
 
 class Generic(Dialect):
-    """Generic SSE: a spec parser must see exactly the app's events, so nothing is merged."""
+    """Generic SSE: a spec parser must see exactly the app's events, so nothing is merged. Its error
+    event (``event: error``) is also Anthropic's and the Responses API's name for theirs."""
+
+    rank = 2
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        return cls()  # the registry's last word: any stream no other format claims
+
+    @classmethod
+    def reported_error(cls, raw: bytes) -> str | None:
+        return named_error(raw, "error")
 
 
 class Undetected(Generic):
@@ -233,78 +323,7 @@ class Opaque(Generic):
     """NDJSON, or a stream the app compressed: bytes pass as they come; no in-band error channel."""
 
     name = "bytes"
-
-    def error_event(self, info: ErrorInfo) -> bytes | None:
-        return None
-
-
-class Text(Dialect):
-    """Opt-in: generic SSE whose data is plain text tokens. Merges data of consecutive same-name events.
-
-    A UTF-8 character that a byte-level tokenizer split across two events is rejoined before merging.
-    """
-
-    name = "text"
-    merges = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-
-    def delta(self, raw: bytes) -> Delta | None:
-        event = simple(raw)
-        if event is None:
-            return None
-        name, data = event
-        text = self._decoder.decode(data)
-        head = b"event: " + name + b"\n" if name is not None else b""
-        return Delta(name, (head, b"\n\n"), text)
-
-    def build(self, envelope: Envelope, text: str) -> bytes:
-        lines = re.split("\r\n|\r|\n", text)
-        return envelope[0] + b"".join(b"data: " + line.encode() + b"\n" for line in lines) + b"\n"
-
-
-class PlainText(Dialect):
-    """A text/plain byte stream, merged as text. Its bytes are never altered: the decoder is strict, and a
-    stream that is not UTF-8 after all is forwarded as it comes from then on (see ``Pipeline.feed``).
-    No in-band error channel: on failure the response is cut instead."""
-
-    name = "plain"
-    provider = "text"
-    merges = True
-    envelope: Envelope = (b"", b"")  # the only one: a merged frame is the text's own bytes
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._held = False  # the decoder holds the first bytes of a character
-
-    def delta(self, raw: bytes) -> Delta | None:
-        """Raises ``UnicodeDecodeError`` for bytes that are not UTF-8."""
-        return Delta(None, self.envelope, self.text(raw))
-
-    def text(self, raw: bytes) -> str:
-        """The text of ``raw`` and of what came before it unfinished. Raises ``UnicodeDecodeError`` for
-        bytes that are not UTF-8. Whole characters (the usual chunk) skip the incremental decoder."""
-        if not self._held:
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                pass  # a character cut at the end (the decoder holds it) or not UTF-8 (it raises too)
-        text: str = self._decoder.decode(raw)
-        self._held = bool(self._decoder.getstate()[0])
-        return text
-
-    def build(self, envelope: Envelope, text: str) -> bytes:
-        return text.encode("utf-8")
-
-    def flush(self) -> bytes:
-        """Bytes of a character not finished yet (or never), exactly as received."""
-        pending: bytes = self._decoder.getstate()[0]
-        self._decoder.reset()
-        self._held = False
-        return pending
+    ending = NoEnding
 
     def error_event(self, info: ErrorInfo) -> bytes | None:
         return None

@@ -9,26 +9,35 @@ and so does a role change: the role is part of the key.
 
 A tool call's first fragment (with ``id``, ``type``, ``name``) starts its key: when it already carries
 arguments it is the envelope the later fragments merge into; with empty arguments it goes out alone.
+
+Recognized by a first event with ``"object": "chat.completion.chunk"``, or whose ``choices`` each hold
+a ``delta`` object; it ends with ``data: [DONE]``. A guard's trip sends a chunk with ``finish_reason:
+"content_filter"`` for every choice, then ``[DONE]``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
+from ..sse import Event, encode
 from ..wire import (
     REASONING,
     TEXT,
     Delta,
     Part,
+    data_object,
+    dumps,
+    is_done,
     splice,
     string_field,
     token_counts,
     with_id,
 )
-from .base import Spliced, data_error, matched
+from .base import Dialect, First, Spliced, data_text, matched, message_of
+from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
 
 # The compact shape real servers send, matched in C so the per-token path parses no JSON. It matches only
 # what the full parse would also merge, with the same key; anything else takes the full parse.
@@ -88,12 +97,68 @@ def _mergeable(delta: dict[str, Any]) -> tuple[str, str, tuple[int, Any] | None]
     return found
 
 
+class ChatEnding(Ending):
+    """A chunk with ``finish_reason: "content_filter"`` for every choice the stream used, then
+    ``[DONE]``; the chunk keeps the stream's id and model."""
+
+    def __init__(self, dialect: Reads) -> None:
+        super().__init__(dialect)
+        self._head: dict[str, Any] | None = None
+
+    def see(self, raw: bytes) -> None:
+        if self._head is None and b'"id"' in raw:
+            obj = self._dialect.data_object(raw)
+            if obj is not None and isinstance(obj.get("id"), str):
+                self._head = {k: obj[k] for k in ("id", "created", "model", "system_fingerprint") if k in obj}
+
+    def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
+        # A chat delta's key is (chunk id, choice index, role, kind, ...).
+        found = {
+            key[1] for key in keys if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], int)
+        }
+        choices = sorted(found) or [0]
+        head = self._head or {"id": f"chatcmpl-{info.id}", "model": ""}
+        chunk = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": i, "delta": {}, "finish_reason": CONTENT_FILTER} for i in choices],
+            # Not "error": the openai SDK raises on a chunk that has one. The SDKs let this through.
+            CONTENT_FILTER: detail(info),
+        }
+        return encode(Event(dumps(chunk))) + b"data: [DONE]\n\n"
+
+
 class OpenAIChat(Spliced):
     """Chat Completions chunks; see the module's docstring for what merges."""
 
     name = "openai"
     provider = "openai"
     operation = "chat"
+    ending = ChatEnding
+    end_marker = "data: [DONE]"
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        if first.name is not None:
+            return None
+        if b'"chat.completion.chunk"' in first.data[:400]:  # the usual first chunk: no parse
+            return for_chunk(first.data)
+        obj = first.obj
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        if isinstance(choices, list) and choices and all(_has_delta(c) for c in choices):
+            return for_chunk(first.data)
+        return None
+
+    @classmethod
+    def is_end(cls, raw: bytes) -> bool:
+        return is_done(raw)
+
+    @classmethod
+    def reported_error(cls, raw: bytes) -> str | None:
+        obj = data_object(raw) if b'"error"' in raw else None
+        if obj is not None and isinstance(obj.get("error"), (dict, str)):
+            return message_of(obj) or data_text(raw)
+        return None
 
     def __init__(self) -> None:
         super().__init__()
@@ -195,6 +260,10 @@ class SpacedOpenAIChat(OpenAIChat):
 
     def wants_info(self, raw: bytes) -> bool:
         return raw.find(b'"finish_reason": "') >= 0 or raw.find(b'"usage": {') >= 0
+
+
+def _has_delta(choice: object) -> bool:
+    return isinstance(choice, dict) and isinstance(choice.get("delta"), dict)
 
 
 def for_chunk(data: bytes) -> OpenAIChat:

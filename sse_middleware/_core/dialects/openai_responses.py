@@ -5,27 +5,36 @@ Merged: ``response.output_text.delta``, ``response.reasoning_text.delta``,
 keyed by its event name and the indexes that place it (item, output index, content or summary index),
 when they hold no logprobs and no field this reader does not know. The first event's
 ``sequence_number`` stays with the merged text.
+
+Recognized by a first event named ``response.*``; it ends with ``response.completed`` (or
+``response.incomplete``). A guard's trip sends ``response.incomplete`` with ``incomplete_details.reason:
+"content_filter"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import re
+from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
 from ..errors import ErrorInfo
+from ..sse import Event, encode
 from ..wire import (
     REASONING,
     TEXT,
     Delta,
     Part,
+    dumps,
     loads,
+    name_and_data,
     simple,
     splice,
     string_field,
     token_counts,
     with_id,
 )
-from .base import Dialect, data_error
+from .base import Dialect, First, named_error
+from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
 
 _PLACES: Final = {
     b"response.output_text.delta": ("item_id", "output_index", "content_index"),
@@ -47,6 +56,39 @@ _ENDS: Final = (
     b"event: response.failed",
 )
 
+_SEQUENCE: Final = re.compile(rb'"sequence_number":\s*(\d+)')
+_CLEAN_ENDS: Final = frozenset(("response.completed", "response.incomplete"))
+
+
+class ResponsesEnding(Ending):
+    """``response.incomplete`` with ``incomplete_details.reason: "content_filter"``, numbered after the
+    last event's ``sequence_number``, in the response object the stream created."""
+
+    def __init__(self, dialect: Reads) -> None:
+        super().__init__(dialect)
+        self._response: dict[str, Any] | None = None
+        self._sequence = 0
+
+    def see(self, raw: bytes) -> None:
+        found = _SEQUENCE.search(raw)
+        if found is not None:
+            self._sequence = max(self._sequence, int(found.group(1)))
+        if self._response is None and b"response.created" in raw:
+            event = simple(raw)
+            obj = self._dialect.data_object(raw, event[0]) if event is not None else None
+            if obj is not None and isinstance(obj.get("response"), dict):
+                self._response = obj["response"]
+
+    def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
+        response = dict(self._response or {"id": f"resp_{info.id}", "object": "response"})
+        response.update(status="incomplete", incomplete_details={"reason": CONTENT_FILTER})
+        # Not the created event's (empty) output: without one, the openai SDK's stream helper fills in
+        # the items it accumulated, which is what the client was sent.
+        response.pop("output", None)
+        response[CONTENT_FILTER] = detail(info)
+        body = {"type": "response.incomplete", "sequence_number": self._sequence + 1, "response": response}
+        return encode(Event(dumps(body), "response.incomplete"))
+
 
 class OpenAIResponses(Dialect):
     """Responses API events; see the module's docstring for what merges."""
@@ -55,6 +97,21 @@ class OpenAIResponses(Dialect):
     provider = "openai"
     operation = "responses"
     merges = True
+    ending = ResponsesEnding
+    end_marker = "event: response.completed"
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        name = first.name
+        return cls() if name is not None and name.startswith("response.") else None
+
+    @classmethod
+    def is_end(cls, raw: bytes) -> bool:
+        return name_and_data(raw)[0] in _CLEAN_ENDS
+
+    @classmethod
+    def reported_error(cls, raw: bytes) -> str | None:
+        return named_error(raw, "response.failed")
 
     def __init__(self) -> None:
         super().__init__()

@@ -26,7 +26,7 @@ from ..wire import (
     splice,
     string_field,
 )
-from .base import Dialect, Generic, Spliced
+from .base import Dialect, First, Generic, Spliced
 
 CANDIDATES: Final = ("text", "content", "token", "delta", "chunk")
 """The fields an unnamed relay may carry its text in."""
@@ -106,6 +106,24 @@ class JsonRelay(Spliced):
     """A relay whose text field is known: named by the settings, or learned for this route."""
 
     name = "json"
+    rank = 1  # a guess a whole stream must prove: asked after every format that proves itself
+
+    @classmethod
+    def detect(cls, first: First) -> Dialect | None:
+        """Unnamed JSON on a route that may be a relay: merged when the route proved it, else watched
+        (see :func:`first_event`); any other unnamed event makes the route forgotten."""
+        route = first.route
+        if first.name is not None or not isinstance(route, RouteRelay):
+            return None
+        obj = first.obj
+        if isinstance(obj, dict):
+            return first_event(first.raw, obj, route)
+        route.forget()
+        return None
+
+    @classmethod
+    def named(cls, json_text_field: str) -> Dialect:
+        return cls(json_text_field)
 
     def __init__(self, field: str, route: RouteRelay | None = None) -> None:
         super().__init__()
