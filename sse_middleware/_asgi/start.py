@@ -28,6 +28,7 @@ from .._telemetry.request_model import BodyPeek
 from .._types import Message, Scope, Send
 from .disconnect import ClientWatch
 from .guards import Guard
+from .recovery import Plan
 from .resume import Resumption
 from .stream import ChatRequest, Stream
 
@@ -64,6 +65,7 @@ class Started:
     extra_guards: Sequence[Guard]
     started_mono: float
     started_ns: int
+    recovery: Plan | None = None  # the stream's recovery, if it has one
 
 
 async def open_stream(
@@ -120,6 +122,7 @@ async def open_stream(
         log=log,
         guards=(guarded, guards) if guarded is not None else None,
         chat_request=chat_request,
+        recovery=started.recovery,
     )
 
 

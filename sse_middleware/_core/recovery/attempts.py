@@ -91,7 +91,8 @@ class Recoverer:
             failure = self._event(raw, out)
             if failure is not None:
                 return out, failure
-        return out, None
+        # A first run's events go on as they came: the framer's bytes object itself (often the app's).
+        return ([whole] if self.splicer is None else out), None
 
     def _event(self, raw: bytes, out: list[bytes]) -> Failure | None:
         transcript = self.transcript

@@ -110,6 +110,12 @@ class Matcher:
             self.matching = False  # a restart, caught up: what follows is new to the client
             return text[size:]
         if self._pos == 0 and text[0] != self._had[0]:
+            tail = self._had[len(self._had.rstrip()) :]
+            if tail and not self._lenient and text[0].isspace():
+                # A continuation of a prefill that had to leave the client's trailing whitespace out
+                # (Anthropic rejects it): it begins by writing that whitespace again, once is enough.
+                self._had, self._lenient = tail, True
+                return self.feed(text)
             self.matching = False  # a continuation: none of it is a repeat
             return text
         if self._lenient:
