@@ -98,7 +98,6 @@ class Recovering:
 
     __slots__ = (
         "_counted",
-        "_ended_well",
         "_ends",
         "_first_exc",
         "_inner",
@@ -146,7 +145,6 @@ class Recovering:
         self._first_exc: Exception | None = None
         self._refused: str | None = None
         self._running = True
-        self._ended_well = False  # a run's final body went on to the stream
         self._counted = False
 
     def wrap(self, inner: Callable[[Message], Awaitable[None]]) -> Callable[[Message], Awaitable[None]]:
@@ -176,7 +174,7 @@ class Recovering:
             if failure is not None:
                 self.broke, self.final = failure, message
                 return
-            self._ended_well = True
+            self._outcome("recovered")  # before the last write, which ends the span
             await self._inner({**message, "body": b""} if data else message)
 
     def stalled(self, now: float) -> bool:
@@ -195,7 +193,6 @@ class Recovering:
         else a re-run or giving up."""
         self._running = False
         if self.life.phase is not Phase.STREAMING:
-            self._outcome("recovered" if self._ended_well else "client_gone")
             return None
         failure = self.broke
         if raised is not None and failure is None:
@@ -203,7 +200,6 @@ class Recovering:
         if failure is None and self._refused is None:
             failure = self.recoverer.end()  # the app returned without its final body
             if failure is None:
-                self._outcome("recovered")
                 return None
         if raised is not None and self._first_exc is None and self.recoverer.first is None:
             self._first_exc = raised

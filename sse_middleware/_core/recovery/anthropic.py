@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..dialects import Anthropic
 from .base import Splicer, Transcript
 from .common import Failure, Read, write
 
@@ -22,8 +23,7 @@ _UNKNOWN: Final = object()  # a held block whose fate its text has not decided y
 
 
 class AnthropicTranscript(Transcript):
-    name = "anthropic"
-    end_marker = "message_stop"
+    dialect = Anthropic
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,9 +38,7 @@ class AnthropicTranscript(Transcript):
 
     def see(self, event: Read) -> None:
         obj, name = event.obj, event.name
-        if name == "message_stop":
-            self.ended = True
-        elif name == "error":
+        if name == "error":
             self.ends()
         if obj is None:
             return

@@ -25,9 +25,10 @@ from .ui import UITranscript
 from .value import Recovery
 
 FORMATS: Final[dict[str, type[Transcript]]] = {
-    cls.name: cls for cls in (ChatTranscript, AnthropicTranscript, ResponsesTranscript, UITranscript)
+    cls.dialect.name: cls for cls in (ChatTranscript, AnthropicTranscript, ResponsesTranscript, UITranscript)
 }
-"""The formats recovery reads, by dialect name; any other stream is never recovered."""
+"""The formats recovery reads, by their dialect's name (derived from the dialect classes); any other
+stream is never recovered."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,14 +116,14 @@ class Recoverer:
         if failure is not None:
             return failure
         if self.splicer is None:
-            transcript.see(event)
+            transcript.seen(event)
             out.append(raw)
             return None
         pieces = self.splicer.feed(event)
         if isinstance(pieces, Failure):
             return pieces
         for piece in pieces:
-            transcript.see(event if piece is raw else read(piece))
+            transcript.seen(event if piece is raw else read(piece))
         out.extend(pieces)
         return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+from ..dialects import Dialect
 from .common import TEXT_KINDS, Failure, Matcher, Read, Usage
 
 Mode = Literal["retry", "continue"]
@@ -34,9 +35,8 @@ REQUEST_FAULTS = frozenset(
 class Transcript:
     """What the client has of one stream; one subclass per format."""
 
-    name: ClassVar[str]
-    end_marker: ClassVar[str]
-    """The event that ends the format's stream whole (a body ending without it is truncated)."""
+    dialect: ClassVar[type[Dialect]]
+    """The format's class: its name, and its end marker (a body ending without one is truncated)."""
 
     def __init__(self) -> None:
         self._had: dict[str, list[str]] = {kind: [] for kind in TEXT_KINDS}
@@ -51,8 +51,18 @@ class Transcript:
         """The failure an upstream error event reports, when it is one recovery may act on."""
         return None
 
-    def see(self, event: Read) -> None:
+    @property
+    def name(self) -> str:
+        return self.dialect.name
+
+    def seen(self, event: Read) -> None:
         """An event on its way to the client."""
+        if self.dialect.is_end(event.raw):
+            self.ended = True
+        self.see(event)
+
+    def see(self, event: Read) -> None:
+        """What the format reads of an event on its way to the client."""
 
     def ends(self) -> None:
         """An error event that is no trigger went out: the stream ended as it does without recovery."""
@@ -60,7 +70,7 @@ class Transcript:
 
     def end(self) -> Failure | None:
         """The body ended: truncated unless the end marker went out."""
-        return None if self.ended else Failure("truncated", None, f"no {self.end_marker}")
+        return None if self.ended else Failure("truncated", None, f"no {self.dialect.end_marker}")
 
     def add(self, kind: str, text: str) -> None:
         if text:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..dialects import OpenAIChat
 from .base import REQUEST_FAULTS, Splicer, Transcript
 from .common import Failure, Read, write
 
@@ -20,8 +21,7 @@ def _is_done(event: Read) -> bool:
 
 
 class ChatTranscript(Transcript):
-    name = "openai"
-    end_marker = "data: [DONE]"
+    dialect = OpenAIChat
 
     def __init__(self) -> None:
         super().__init__()
@@ -40,9 +40,6 @@ class ChatTranscript(Transcript):
         return Failure("upstream_error", event.raw, str(error.get("message") or kind))
 
     def see(self, event: Read) -> None:
-        if _is_done(event):
-            self.ended = True
-            return
         obj = event.obj
         if obj is None:
             return

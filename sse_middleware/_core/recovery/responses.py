@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..dialects import OpenAIResponses
 from .base import REQUEST_FAULTS, Mode, Splicer, Transcript
 from .common import Failure, Read, write
 
@@ -31,8 +32,7 @@ def _tool(name: str, obj: dict[str, Any]) -> bool:
 
 
 class ResponsesTranscript(Transcript):
-    name = "openai-responses"
-    end_marker = "response.completed"
+    dialect = OpenAIResponses
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,7 +72,7 @@ class ResponsesTranscript(Transcript):
         elif _tool(name, obj):
             self.tool = self.content = True
         if name in ("response.completed", "response.incomplete"):
-            self.finished = self.ended = True
+            self.finished = True
 
     def blocked(self, mode: Mode) -> str | None:
         if self.content:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..dialects import AISDK
 from .base import Splicer, Transcript
 from .common import Failure, Read, write
 
@@ -24,8 +25,7 @@ def _type(event: Read) -> Any:
 
 
 class UITranscript(Transcript):
-    name = "ai-sdk"
-    end_marker = "finish"
+    dialect = AISDK
 
     def __init__(self) -> None:
         super().__init__()
@@ -54,12 +54,10 @@ class UITranscript(Transcript):
             self.step = kind == "start-step"
         elif isinstance(kind, str) and kind.startswith("tool-"):
             self.tool = self.content = True
-        elif kind == "finish" or kind == "error":
-            self.finished = self.ended = True
-
-    def blocked(self, mode: Any) -> str | None:
-        # ``finish`` is both the finish reason and the end marker here: a stream that has it is whole.
-        return None if self.ended else super().blocked(mode)
+        elif kind == "error":
+            self.ends()
+        elif kind == "finish":
+            self.finished = True
 
     def splicer(self, strip: bool, attempt: int) -> Splicer:
         return UISplicer(self, strip, attempt)
