@@ -16,7 +16,7 @@ import pytest
 
 from sse_middleware import Check, StreamingMiddleware, StreamingSettings, recovery
 
-from ..support.harness import Wire, body, scope, start
+from ..support.harness import Wire, body, scope, start, text_of_events
 from ..support.otel import Otel
 from ..support.upstream import ANSWER, anthropic_error, anthropic_events, chat_events, tokens
 from .test_recovery_splice import anthropic_read, chat_read
@@ -167,3 +167,24 @@ async def test_a_gave_up_stream_is_an_error_span(otel: Otel) -> None:
     assert dict(span.attributes or {})["sse_middleware.recovery.outcome"] == "gave_up"
     assert not span.status.is_ok
     assert len(app.seen) == 3
+
+
+async def test_a_resume_replays_the_spliced_stream() -> None:
+    """A resumable stream's log holds what the client got: the seamless answer, not the runs."""
+    app = Flaky([cut_chat(6), chat_events(PARTS, "chatcmpl-B")])
+    settings = StreamingSettings(recover="continue", recover_backoff=0.0, resume=True, heartbeat_interval=0)
+    middleware = StreamingMiddleware(app, settings)
+    headers = [(b"host", b"t"), (b"content-length", b"16"), (b"authorization", b"Bearer a")]
+    first = Wire(request_body=b'{"messages": []}')
+    with anyio.fail_after(10):
+        await middleware(scope("POST", headers=headers), first.receive, first.send)
+    events = first.events()
+    assert chat_read(first.data)["text"] == ANSWER
+    again = Wire()
+    resumed = scope("GET", headers=[*headers, (b"last-event-id", events[1].id.encode())])
+    with anyio.fail_after(10):
+        await middleware(resumed, again.receive, again.send)
+    assert len(app.seen) == 2  # the resume did not reach the app
+    replayed = again.events()
+    assert [e.data for e in replayed] == [e.data for e in events[2:]]
+    assert text_of_events(events[:2], "openai") + text_of_events(replayed, "openai") == ANSWER
