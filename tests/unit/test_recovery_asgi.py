@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sse_middleware import Check, StreamingMiddleware, StreamingSettings, recovery
+from sse_middleware import Check, StreamingMiddleware, StreamingSettings, override, recovery
 
 from ..support.harness import Wire, body, scope, start, text_of_events
 from ..support.otel import Otel
@@ -100,6 +100,19 @@ async def test_recovery_off_is_todays_stream() -> None:
     assert got["text"] == "".join(PARTS[:6]) and got["errors"] and len(app.seen) == 1
 
 
+async def test_the_off_switch_per_request() -> None:
+    """``override(scope, recover="off")`` wins over the middleware's setting (not so in LiteLLM #19077)."""
+
+    async def opted_out(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        override(scope, recover="off")
+        await app(scope, receive, send)
+
+    app = Flaky([cut_chat(6), chat_events(PARTS, "chatcmpl-B")])
+    wire = await serve(opted_out)
+    got = chat_read(wire.data)
+    assert got["text"] == "".join(PARTS[:6]) and got["errors"] and len(app.seen) == 1
+
+
 async def test_guards_see_one_continuous_text() -> None:
     texts: list[str] = []
 
@@ -113,12 +126,12 @@ async def test_guards_see_one_continuous_text() -> None:
     assert texts == [ANSWER]
 
 
-async def test_a_rerun_that_starts_with_another_status_gives_up_with_the_first_failure() -> None:
+@pytest.mark.parametrize("rerun_start", [(400, b"text/event-stream"), (200, b"application/json")])
+async def test_a_rerun_that_starts_otherwise_gives_up_with_the_first_failure(
+    rerun_start: tuple[int, bytes],
+) -> None:
     first = [*anthropic_events(PARTS, "msg_A")[:8], anthropic_error()]
-    app = Flaky(
-        [first, anthropic_events(PARTS, "msg_B")],
-        starts=[(200, b"text/event-stream"), (400, b"application/json")],
-    )
+    app = Flaky([first, anthropic_events(PARTS, "msg_B")], starts=[(200, b"text/event-stream"), rerun_start])
     wire = await serve(app)
     got = anthropic_read(wire.data)
     assert got["errors"] == [{"type": "overloaded_error", "message": "Overloaded"}]  # the first failure's own
