@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from sse_middleware import Check, StreamingMiddleware, StreamingSettings, override, recovery
+from sse_middleware import Blocked, Check, StreamingMiddleware, StreamingSettings, override, recovery
 
 from ..support.harness import Wire, body, scope, start, text_of_events
 from ..support.otel import Otel
@@ -201,3 +201,23 @@ async def test_a_resume_replays_the_spliced_stream() -> None:
     replayed = again.events()
     assert [e.data for e in replayed] == [e.data for e in events[2:]]
     assert text_of_events(events[:2], "openai") + text_of_events(replayed, "openai") == ANSWER
+
+
+async def test_a_client_that_leaves_is_no_trigger() -> None:
+    app = Flaky(
+        [[*chat_events(PARTS, "chatcmpl-A")[:4], *([b'data: {"x":1}\n\n'] * 50)], chat_events(PARTS, "B")]
+    )
+    wire = Wire(request_body=b'{"messages": []}', leave_at=3)
+    await serve(app, wire)
+    assert len(app.seen) == 1
+
+
+async def test_a_guard_trip_is_no_trigger() -> None:
+    def no_proxy(check: Check) -> None:
+        if "proxy" in check.text:
+            raise Blocked("no", code="banned")
+
+    app = Flaky([chat_events(PARTS, "chatcmpl-A"), chat_events(PARTS, "chatcmpl-B")])
+    wire = await serve(app, guards=[no_proxy])
+    got = chat_read(wire.data)
+    assert got["finishes"] == ["content_filter"] and "proxy" not in got["text"] and len(app.seen) == 1

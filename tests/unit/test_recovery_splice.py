@@ -521,3 +521,21 @@ def test_a_continuation_does_not_repeat_the_trailing_whitespace_a_prefill_left_o
     rest = tokens(ANSWER[len(had.rstrip()) :])  # " end of the answer ..."
     body, _ = run(continue_(), first, [anthropic_events(rest, "msg_B")])
     assert anthropic_read(body)["text"] == ANSWER
+
+
+def test_a_rerun_in_another_format_gives_up() -> None:
+    first = chat_events(PARTS, "chatcmpl-A")[:6]
+    body, decision = run(continue_(), first, [anthropic_events(PARTS, "msg_B")], raised=True)
+    assert isinstance(decision, GiveUp) and "another format (anthropic)" in decision.why
+    assert chat_read(body)["text"] == "".join(PARTS[:5])  # nothing of the alien stream reached it
+
+
+def test_responses_usage_counts_the_failed_attempt() -> None:
+    failed = sse({"type": "error", "code": "server_error", "message": "boom", "sequence_number": 1}, "error")
+    done = responses_events(PARTS, "resp_B")
+    last = json.loads(parse(done[-1])[0].data)
+    last["response"]["usage"] = {"input_tokens": 10, "output_tokens": 40, "total_tokens": 50}
+    done[-1] = sse(last, "response.completed")
+    body, _ = run(continue_(), [responses_events(PARTS, "resp_A")[0], failed], [done])
+    usage = json.loads(parse(body)[-1].data)["response"]["usage"]
+    assert usage == {"input_tokens": 20, "output_tokens": 40, "total_tokens": 60}

@@ -74,6 +74,8 @@ class Recoverer:
         self.attempt = 0
         self.first: Failure | None = None
         self._framer = Framer()
+        self._checking = False  # a re-run's format is still to be compared with the stream's
+        self._alien: str | None = None  # the format a re-run streamed instead of the stream's
         self._why_not: str | None = None if self.transcript or self._detecting else f"format {dialect}"
 
     def feed(self, body: bytes) -> tuple[list[bytes], Failure | None]:
@@ -111,6 +113,15 @@ class Recoverer:
             if transcript is None:
                 out.append(raw)
                 return None
+        if self._checking:  # a re-run's first event with data: is it the same format at all?
+            found = detect(raw)
+            if found is not None:
+                self._checking = False
+                if found.name != transcript.name:
+                    self._alien = found.name
+                    return Failure(
+                        "diverged", None, f"the re-run streams {found.name}, not {transcript.name}"
+                    )
         event = read(raw)
         failure = transcript.error(event)
         if failure is not None:
@@ -147,6 +158,8 @@ class Recoverer:
         if transcript is None or self._why_not is not None:
             return GiveUp(first, f"not recoverable: {self._why_not or 'no format recovery reads'}")
         why = transcript.blocked(self._mode)
+        if why is None and self._alien is not None:
+            why = f"a re-run streamed another format ({self._alien}), which cannot continue this one"
         if why is not None:
             return GiveUp(first, why)
         if self.attempt >= self._attempts:
@@ -160,6 +173,7 @@ class Recoverer:
         if asked is not None and asked.left_out:
             self.splicer.matchers["text"] = Matcher(asked.left_out, True, lenient=True)
         self._framer = Framer()
+        self._checking = True
         delay = self._backoff * 2 ** (self.attempt - 1)
         value = Recovery(self.attempt, failure.reason, text, transcript.text("reasoning"), transcript.name)
         return Retry(delay, value, body if asked is None else asked.body)
