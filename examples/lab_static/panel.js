@@ -112,7 +112,8 @@ class Panel {
         this.log(t, "err", `connection dropped (${exc.message})`);
       }
       this.marks.push({ t, kind: "err" });
-      this.snap(t, { status: "error", end: t, error });
+      // A guard doing its job stopped the answer: not a failure of the stream.
+      this.snap(t, { status: exc.kind === "filter" && why === null ? "stopped" : "error", end: t, error });
     } finally {
       clearTimeout(timer);
       clearTimeout(dropTimer);
@@ -212,7 +213,7 @@ class Panel {
       content.classList.toggle("streaming", streaming && s.len > 0);
       if (follow) content.scrollTop = content.scrollHeight;
       this.root.dataset.state = s.status;
-      this.$(".status").textContent = { idle: "idle", waiting: "waiting", streaming: "streaming", done: "done", error: "failed" }[s.status];
+      this.$(".status").textContent = { idle: "idle", waiting: "waiting", streaming: "streaming", done: "done", stopped: "stopped", error: "failed" }[s.status];
       const box = this.$(".error");
       box.hidden = !s.error;
       if (s.error) box.innerHTML = `<strong>${MD.esc(s.error.title)}</strong> ${MD.esc(s.error.message)}` +

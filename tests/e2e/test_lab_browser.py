@@ -190,7 +190,22 @@ def test_guarded_answer_raw_shows_the_credential_the_middleware_ends_at_the_filt
     assert page.get_attribute('[data-panel="raw"]', "data-state") == "done"
     mine = content(page, "mw")
     assert mine and "sk-" not in mine, "the text before the filter, and nothing of the key"
-    assert page.get_attribute('[data-panel="mw"]', "data-state") == "error"
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "stopped"  # a filter doing its job
+    assert page.inner_text('[data-panel="mw"] .status').lower() == "stopped"  # not "failed"
     box = page.inner_text('[data-panel="mw"] .error')
     assert "Stopped by a guard" in box and "credential" in box
     assert page.locator("#log .log-err").filter(has_text="content_filter").count() == 1
+
+
+def test_provider_fails_mid_answer_the_middleware_panel_recovers(page: Page) -> None:
+    run_scenario(page, "recover", ttft=0.3, tpot=8)
+    wait_finished(page)
+    # The controls: the raw stream keeps half an answer and breaks; the buffered one gets a 500.
+    assert page.get_attribute('[data-panel="raw"]', "data-state") == "error"
+    assert "Connection dropped" in page.inner_text('[data-panel="raw"] .error')
+    assert "HTTP 500" in page.inner_text('[data-panel="buffered"] .error')
+    raw, mine = content(page, "raw"), content(page, "mw")
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "done"
+    assert raw and len(mine) > 1.5 * len(raw), "the whole answer, where the raw panel has about half"
+    assert mine.startswith(raw.splitlines()[0]), "the same answer, continued"
+    assert page.locator("#log .log-hb").filter(has_text="re-run 1 after exception").count() == 1
