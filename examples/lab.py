@@ -9,7 +9,11 @@ then open the address it prints. Pick a scenario and press Run: the same simulat
 (a) buffered, as one JSON document at the end, (b) streamed raw, and (c) streamed through
 ``StreamingMiddleware``. All three finish together; the difference is the wait you *feel*. In the
 "Guarded answer" scenario the middleware also runs a guard (a regex blocklist for credentials) on the
-answer: the raw panel shows the leaked key, the middleware's ends at the filter.
+answer: the raw panel shows the leaked key, the middleware's ends at the filter (badged "stopped": a
+filter doing its job is no failure). In "Provider fails mid-answer" the route turns the middleware's
+recovery on: the raw panel keeps half an answer and a broken connection, the middleware's runs the app
+again (``recovery()`` tells it what the client has) and shows the whole answer, the re-run noted in its
+event log.
 
 Spans and metrics of the middleware's streams print to the console; the standard ``OTEL_*`` variables
 send them elsewhere (``OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`` for OTLP/HTTP; for Arize

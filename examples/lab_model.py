@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from sse_middleware import override, recovery
+
 ANSWERS = Path(__file__).with_name("lab_answers")
 
 _CJK = "\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef"
@@ -65,13 +67,16 @@ class Scenario:
     """Seconds the network stays down after a drop."""
     guarded: bool = False
     """The page asks the middleware for the lab's guard on this answer (the ``X-Lab-Guard`` header)."""
+    recovers: bool = False
+    """The provider fails on the first run only: the route turns the middleware's recovery on, and a
+    re-run (``recovery()`` says so) continues the answer from the text the client already has."""
 
     def public(self) -> dict[str, Any]:
         return {
             "name": self.name, "label": self.label, "description": self.description,
             "ttft": self.ttft, "tpot": self.tpot, "jitter": self.jitter,
             "tokens": len(tokenize(self.answer)), "drop_at": self.drop_at, "offline": self.offline,
-            "guarded": self.guarded,
+            "guarded": self.guarded, "recovers": self.recovers,
         }
 
 
@@ -94,6 +99,10 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("drop", "Network drop", "The streams' connections drop for 1 s mid-answer; the middleware's "
                  "resumes with Last-Event-ID, the raw one has lost the rest.",
                  _answer("report"), ttft=0.8, tpot=0.015, drop_at=0.4),
+        Scenario("recover", "Provider fails mid-answer", "The provider fails halfway. Without the "
+                 "middleware the client keeps half an answer and an error; with it, the app runs again "
+                 "and continues the same answer on the same stream.",
+                 _answer("report"), ttft=0.8, tpot=0.015, fail_at=0.45, recovers=True),
         Scenario("guarded", "Guarded answer", "The answer leaks a credential halfway. A guard on the "
                  "middleware stops it there; the raw stream shows it.",
                  _answer("guarded"), ttft=0.5, tpot=0.025, guarded=True),
@@ -114,9 +123,19 @@ class Plan:
     fail_after: int | None  # number of tokens sent before the crash
 
     @classmethod
-    def make(cls, scenario: Scenario, *, ttft: float, tpot: float, jitter: float, seed: int) -> Plan:
+    def make(
+        cls, scenario: Scenario, *, ttft: float, tpot: float, jitter: float, seed: int, after: str = ""
+    ) -> Plan:
+        """``after``: the text the client already has (a re-run continues from there, and succeeds)."""
         rng = random.Random(seed)
         tokens = tokenize(scenario.answer)
+        if after:
+            skip, text = 0, ""
+            while skip < len(tokens) and len(text) < len(after):
+                text += tokens[skip]
+                skip += 1
+            tokens = tokens[skip:] if text == after else tokens
+            return cls(tokens, [ttft / 4 + i * tpot for i in range(len(tokens))], None)
         offsets, t, text = [], ttft, ""
         for i, token in enumerate(tokens):
             if i:
@@ -146,9 +165,13 @@ def _float(body: dict[str, Any], key: str, default: float, lo: float, hi: float)
     return min(hi, max(lo, float(value)))
 
 
-def plan_from_request(body: dict[str, Any]) -> Plan:
+def scenario_of(body: dict[str, Any]) -> Scenario:
+    return SCENARIOS.get(str(body.get("scenario", "short")), SCENARIOS["short"])
+
+
+def plan_from_request(body: dict[str, Any], after: str = "") -> Plan:
     """Lab extras in the request body: ``scenario``, ``ttft``, ``tpot``, ``jitter``, ``seed``."""
-    scenario = SCENARIOS.get(str(body.get("scenario", "short")), SCENARIOS["short"])
+    scenario = scenario_of(body)
     seed = body.get("seed", 0)
     return Plan.make(
         scenario,
@@ -156,6 +179,7 @@ def plan_from_request(body: dict[str, Any]) -> Plan:
         tpot=_float(body, "tpot", scenario.tpot, 0.0, 2.0),
         jitter=_float(body, "jitter", scenario.jitter, 0.0, 1.0),
         seed=seed if isinstance(seed, int) else 0,
+        after=after,
     )
 
 
@@ -167,7 +191,11 @@ def _chunk(cid: str, created: int, delta: dict[str, Any], finish: str | None = N
     return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def _sse(plan: Plan, cid: str, created: int, include_usage: bool) -> AsyncIterator[bytes]:
+async def _sse(
+    plan: Plan, cid: str, created: int, include_usage: bool, note: str = ""
+) -> AsyncIterator[bytes]:
+    if note:  # a comment, which every client ignores: the lab's event log shows it
+        yield f": {note}\n\n".encode()
     yield _chunk(cid, created, {"role": "assistant", "content": ""})
     count = 0
     async for token in generate(plan):
@@ -191,13 +219,21 @@ async def chat_completions(request: Request) -> Response:
         error = {"message": "body must be a JSON object", "type": "invalid_request_error",
                  "param": None, "code": None}
         return JSONResponse({"error": error}, status_code=400)
-    plan = plan_from_request(body)
+    found, note = recovery(request), ""
+    if scenario_of(body).recovers:
+        # This route asks for recovery (the middleware's own setting is off). Raw, nothing reads it.
+        override(request.scope, recover="continue", recover_backoff=1.2)
+        if found is not None:
+            had = len(found.text)
+            note = f"re-run {found.attempt} after {found.reason}: continuing from {had} characters"
+    plan = plan_from_request(body, found.text if found is not None else "")
     created = int(time.time())
     cid = f"chatcmpl-lab-{created}-{random.randrange(1 << 32):08x}"
     if body.get("stream"):
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        return StreamingResponse(_sse(plan, cid, created, include_usage), media_type="text/event-stream")
+        stream = _sse(plan, cid, created, include_usage, note)
+        return StreamingResponse(stream, media_type="text/event-stream")
     try:  # buffered: the whole answer, then one JSON document
         text = "".join([token async for token in generate(plan)])
     except SimulatedCrash as exc:

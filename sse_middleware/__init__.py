@@ -6,6 +6,7 @@ app.add_middleware(StreamingMiddleware)
 from ._asgi.guards import guard
 from ._asgi.middleware import StreamingMiddleware
 from ._core.guard import Check
+from ._core.recovery import Recovery, recovery
 from ._exceptions import Blocked, ConfigError, SSEMiddlewareError, StreamError
 from ._settings import StreamingSettings, opt_out, override
 from ._telemetry.annotate import annotate
@@ -14,6 +15,7 @@ __all__ = [
     "Blocked",
     "Check",
     "ConfigError",
+    "Recovery",
     "SSEMiddlewareError",
     "StreamError",
     "StreamingMiddleware",
@@ -22,5 +24,6 @@ __all__ = [
     "guard",
     "opt_out",
     "override",
+    "recovery",
 ]
 __version__ = "0.1.0"

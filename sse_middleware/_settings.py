@@ -107,6 +107,19 @@ class StreamingSettings:
     (which bounds the number of events too). A client further behind is not resumed."""
     resume_abandon_after: Seconds = 30.0
     """Seconds the app keeps producing into the log after its client left, while no one resumes."""
+    recover: Literal["off", "retry", "continue"] = "off"
+    """A provider that fails mid-answer (the app raises, relays the provider's error event, stalls, or
+    ends without the format's end marker): ``retry`` runs the app again while nothing of the answer
+    has reached the client; ``continue`` also after text went out, splicing the re-run onto it. The
+    client sees one stream. Off: nothing of recovery runs."""
+    recover_attempts: Count = 2
+    """Re-runs before giving up with the first failure's ending."""
+    recover_backoff: Seconds = 0.25
+    """Seconds before the first re-run, doubling before each next; the client gets heartbeats."""
+    recover_body: Literal["same", "prefill"] = "same"
+    """What a re-run reads as its request body: ``same`` (replayed unchanged; the app reads
+    ``recovery()``) or ``prefill`` (for Anthropic messages and OpenAI chat bodies, the client's text
+    appended as the final assistant turn the upstream continues)."""
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -191,6 +204,10 @@ class SettingsChanges(TypedDict, total=False):
     resume_ttl: Seconds
     resume_max_bytes: Annotated[int, AtLeast(1024)]
     resume_abandon_after: Seconds
+    recover: Literal["off", "retry", "continue"]
+    recover_attempts: Count
+    recover_backoff: Seconds
+    recover_body: Literal["same", "prefill"]
 
 
 def _listed(source: Mapping[str, str] | Lookup) -> list[str]:

@@ -113,7 +113,7 @@ class Panel {
       }
       // A guard that stopped the answer is the content filter doing its job, as the format's own
       // ending says: the run stopped, it did not fail.
-      const status = exc.kind === "filter" ? "stopped" : "error";
+      const status = exc.kind === "filter" && why === null ? "stopped" : "error";
       this.marks.push({ t, kind: status === "stopped" ? "stop" : "err" });
       this.snap(t, { status, end: t, error });
     } finally {

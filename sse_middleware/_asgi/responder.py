@@ -25,12 +25,15 @@ import anyio
 import anyio.lowlevel
 
 from .._core import headers
+from .._core.deadlines import FINALIZE_SECONDS
 from .._core.lifecycle import LIVE, Lifecycle, Phase
+from .._core.recovery import GiveUp
 from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .disconnect import ClientWatch
 from .guards import request_guards
+from .recovery import Recovering, plan, recoverable_body
 from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
 
@@ -40,8 +43,8 @@ class Responder:
 
     __slots__ = (
         "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
-        "_app_scope",
         "_peek",
+        "_run",
         "_send",
         "client_watch",
         "life",
@@ -63,8 +66,8 @@ class Responder:
         self.stream: Stream | None = None  # made when the response turns out to be a stream
         self.client_watch = ClientWatch(receive, headers.has_request_body(scope.get("headers", ())))
         self._peek: BodyPeek | None = BodyPeek()  # what the app reads of its body: the request's model
-        self._app_scope = anyio.CancelScope()
-        self.life = Lifecycle(self._app_scope.cancel)
+        self._run = Run()  # the app's current run (a recovered stream has several)
+        self.life = Lifecycle(self._run.cancel)
 
     # -- the host task -------------------------------------------------------------------------------
 
@@ -73,7 +76,7 @@ class Responder:
         failure: Exception | None = None  # the app's, after the start: the stream reports it
         escaped: Exception | None = None  # the app's, raised where it would have been without us
         try:
-            with self._app_scope:
+            with self._run.scope:
                 try:
                     await app(self.scope, self.receive, self.send)
                 except Exception as exc:
@@ -84,6 +87,9 @@ class Responder:
                 except anyio.get_cancelled_exc_class():
                     await self._cancelled_from_outside()
                     raise
+            recovering = self.stream.recovering if self.stream is not None else None
+            if recovering is not None:
+                failure = await self._recover(app, recovering, failure)
         except anyio.get_cancelled_exc_class():
             cancelled = True
             raise
@@ -93,8 +99,33 @@ class Responder:
         if escaped is not None:
             raise escaped
 
+    async def _recover(
+        self, app: ASGIApp, recovering: Recovering, failure: Exception | None
+    ) -> Exception | None:
+        """Re-run the app while its stream is live and recovery says so (see :mod:`.recovery`); the
+        exception the stream's teardown reports."""
+        while True:
+            decision = recovering.decide(failure)
+            if decision is None:
+                return failure
+            if isinstance(decision, GiveUp):
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    return await recovering.give_up(decision)
+                return None
+            failure = None
+            with self._run.again():  # cancelled as the first run was: the client gone, a stall, ...
+                await anyio.sleep(decision.delay)  # the stream's heartbeats go on meanwhile
+                scope = recovering.scope_for(decision)
+                try:
+                    await app(scope, recovering.receive_for(decision, self.receive), recovering.send)
+                except Exception as exc:
+                    failure = exc
+                except anyio.get_cancelled_exc_class():
+                    await self._cancelled_from_outside()
+                    raise
+
     async def _cancelled_from_outside(self) -> None:
-        if self.stream is not None and not self._app_scope.cancel_called:
+        if self.stream is not None and not self._run.scope.cancel_called:
             await self.stream.interrupted(None)
 
     def drain(self, grace: float | None = None) -> None:
@@ -184,6 +215,10 @@ class Responder:
             self.life.pass_through()
             await self._send(start)
             return
+        recovery = None
+        if settings.recover != "off" and kind == headers.SSE:
+            held = recoverable_body(self.scope, peek.whole() if peek is not None else None)
+            recovery = plan(settings, self.scope, message, held, self._run.cancel)
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
@@ -212,9 +247,28 @@ class Responder:
             self.client_watch,
             self._send,
             forget,
+            recovery,
         )
         self.shared.track(self)
         stream.begin()
+
+
+class Run:
+    """The cancel scope of the app's current run, which the lifecycle (and a stall) cancels: its own
+    object, so that neither holds the responder (no reference cycle)."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+    def again(self) -> anyio.CancelScope:
+        """A new scope for a re-run of the app."""
+        self.scope = anyio.CancelScope()
+        return self.scope
 
 
 _STREAMING: Final = Phase.STREAMING  # a module global: per message, one look-up less than the enum's

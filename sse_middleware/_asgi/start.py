@@ -29,6 +29,7 @@ from .._telemetry.request_model import BodyPeek
 from .._types import Message, Scope, Send
 from .disconnect import ClientWatch
 from .guards import Guard
+from .recovery import Plan
 from .resume import Resumption
 from .stream import ChatRequest, Stream
 
@@ -99,6 +100,7 @@ def open_stream(
     client_watch: ClientWatch,
     send: Send,
     forget: Callable[[], object],
+    recovery: Plan | None = None,
 ) -> Stream:
     """The stream of a response that turned out to be one, its start already gone out, ready to run:
     ``message`` is the app's ``http.response.start``, ``kind`` the stream's (``headers.SSE``, ...),
@@ -131,6 +133,7 @@ def open_stream(
         log,
         (guarded, guards) if guarded is not None else None,
         chat_request,
+        recovery,
     )
 
 

@@ -36,6 +36,7 @@ from .._settings import StreamingSettings
 from .._types import Message, Send
 from .disconnect import ClientWatch, Listener
 from .guards import Guard, GuardRunner
+from .recovery import Plan, Recovering
 from .stream_timers import StreamTimers
 from .watcher import Watcher
 from .writer import Writer
@@ -62,6 +63,7 @@ class Stream:
         "life",
         "listener",
         "pipe",
+        "recovering",
         "settings",
         "telemetry",
         "timers",
@@ -83,6 +85,7 @@ class Stream:
         log: StreamLog | None,
         guards: tuple[GuardedPipeline, Sequence[Guard]] | None,
         chat_request: ChatRequest | None,
+        recovery: Plan | None = None,
     ) -> None:
         me = weakref.proxy(self)
         self.life = life
@@ -112,6 +115,10 @@ class Stream:
             guarded, fns = guards
             self.guards = GuardRunner(life, self.writer, guarded, fns, settings, telemetry, me)
             self.body = self.guards.body
+        self.recovering: Recovering | None = None
+        if recovery is not None:  # in front of everything: each run's bodies reach the rest spliced
+            self.recovering = Recovering(recovery, settings, life, me, self.writer.clocks, telemetry)
+            self.body = self.recovering.wrap(self.body)
         if log is not None:
             self.listener.hide_disconnects()
             if chat_request is not None:
@@ -208,6 +215,13 @@ class Stream:
         """End the stream from the middleware's side: the app is cancelled, the host's teardown sends
         ``info`` (None: just the end)."""
         self.life.end(info)
+
+    def stalled(self, now: float) -> None:
+        """The app said nothing for ``stall_timeout``: recovered when recovery is on, else the end."""
+        recovering = self.recovering
+        if recovering is not None and recovering.stalled(now):
+            return
+        self.end(errors.timeout(self.error_id(), self.settings.stall_timeout))
 
     def abandon(self) -> None:
         """A detached stream nobody follows: cut without a word; its log says it is incomplete."""
@@ -339,7 +353,7 @@ class ChatIndex:
         if dialect.detecting:
             return False
         path, who, body = self._request
-        ident = chat.chat_id(body) if dialect.name == "ai-sdk" else None
+        ident = chat.chat_id(body) if dialect.chat_resume else None
         if ident is not None:
             self._log.index(chat.chat_key(path, ident, who))
             self._log.on_stop(self._stream.end_on_delete)

@@ -30,6 +30,8 @@ class Ending(Protocol):
 
     def abandon(self) -> None: ...
 
+    def stalled(self, now: float) -> None: ...
+
     def client_stuck(self) -> None: ...
 
     def detach(self) -> None: ...
@@ -98,7 +100,7 @@ class StreamTimers:
         if what is Due.SHUTDOWN:
             ending.end(errors.shutdown(ending.error_id(), settings.shutdown_retry_ms))
         elif what is Due.STALL:
-            ending.end(errors.timeout(ending.error_id(), settings.stall_timeout))
+            ending.stalled(now)
         elif life.detached and now >= ending.abandoned_at():
             logger.debug("a detached resumable stream nobody follows: ended")
             ending.abandon()

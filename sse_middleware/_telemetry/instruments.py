@@ -20,6 +20,7 @@ class Instruments:
     slo_violations: metrics.Counter
     guard_time: metrics.Histogram
     guard_blocked: metrics.Counter
+    recoveries: metrics.Counter
     slo_ttft: float
     slo_tpot: float
     gap_sample_every: int

@@ -133,6 +133,11 @@ def _make(
         guard_blocked=meter.create_counter(
             sc.METRIC_GUARD_BLOCKED, "{stream}", "Streams a guard ended (blocked, or a guard's fault)."
         ),
+        recoveries=meter.create_counter(
+            sc.METRIC_RECOVERIES,
+            "{stream}",
+            "Streams whose app was re-run mid-answer, by first failure and outcome.",
+        ),
         slo_ttft=slo[0],
         slo_tpot=slo[1],
         gap_sample_every=every,

@@ -180,6 +180,10 @@ class BodyPeek:
         except ValueError:
             return None
 
+    def whole(self) -> bytes | None:
+        """The whole body, when the app read all of it and it was within the bound; else None."""
+        return self.seen() if self._complete and self._chunks else (b"" if self._complete else None)
+
     def seen(self) -> bytes:
         """The body seen so far (a prefix, if it was longer than the bound), kept as it is."""
         chunks = self._chunks

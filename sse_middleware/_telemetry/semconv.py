@@ -44,7 +44,12 @@ INTER_CHUNK_BUCKETS: Final = (*TPOT_BUCKETS, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 METRIC_SLO_VIOLATIONS: Final = "sse_middleware.slo.violations"
 METRIC_GUARD_TIME: Final = "sse_middleware.guard.duration"
 METRIC_GUARD_BLOCKED: Final = "sse_middleware.guard.blocked"
+METRIC_RECOVERIES: Final = "sse_middleware.recoveries"
 SLO_KIND: Final = "kind"
 
 _NS: Final = "sse_middleware."
 FIRST_TOKEN_EVENT: Final = _NS + "first_token"  # our namespace: the conventions define no such event
+RECOVERY_EVENT: Final = _NS + "recovery"  # one per attempt of mid-stream recovery
+RECOVERY_ATTEMPTS: Final = _NS + "recovery.attempts"
+RECOVERY_OUTCOME: Final = _NS + "recovery.outcome"  # recovered | gave_up
+RECOVERY_REASON: Final = _NS + "recovery.reason"

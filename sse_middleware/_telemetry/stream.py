@@ -146,6 +146,19 @@ class StreamTelemetry:
         self._instruments.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
         del found
 
+    def recovery_attempt(self, attempt: int, reason: str, had: int, now: float) -> None:
+        """A re-run of the app after a failure (``reason``), the client having ``had`` characters: an
+        event on the span (made now, so that the event keeps its time)."""
+        attributes: dict[str, AttributeValue] = {"attempt": attempt, "reason": reason, "characters": had}
+        self._open(self._route(), None).add_event(sc.RECOVERY_EVENT, attributes, timestamp=self._ns(now))
+        self.note(sc.RECOVERY_ATTEMPTS, attempt)
+
+    def recovery_outcome(self, outcome: str, reason: str) -> None:
+        """How a stream's recovery ended (``recovered``, ``gave_up``), counted by its first failure."""
+        self.note(sc.RECOVERY_OUTCOME, outcome)
+        self.note(sc.RECOVERY_REASON, reason)
+        self._instruments.recoveries.add(1, {sc.RECOVERY_REASON: reason, sc.RECOVERY_OUTCOME: outcome})
+
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
         self._heartbeats += 1

@@ -18,6 +18,8 @@ import openai
 import pytest
 from httpx_sse import connect_sse
 
+from sse_middleware._core.sse import parse
+
 from ..support.otel import OTLPReceiver, attributes
 from ..support.servers import ROOT, Server, example
 
@@ -131,7 +133,15 @@ def test_lab_serves_its_page(lab: Server) -> None:
     for asset in ("lab.js", "panel.js", "markdown.js", "sse.js", "lab.css"):
         assert httpx.get(f"{lab.url}/static/{asset}", timeout=10).status_code == 200
     scenarios = httpx.get(f"{lab.url}/api/config", timeout=10).json()["scenarios"]
-    assert {s["name"] for s in scenarios} == {"short", "report", "tool", "failure", "drop", "guarded"}
+    assert {s["name"] for s in scenarios} == {
+        "short",
+        "report",
+        "tool",
+        "failure",
+        "drop",
+        "recover",
+        "guarded",
+    }
 
 
 def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
@@ -163,12 +173,34 @@ def test_lab_model_through_the_middleware_and_raw(lab: Server) -> None:
             pass
 
 
+def test_lab_provider_failure_is_recovered_through_the_middleware(lab: Server) -> None:
+    """The 'Provider fails mid-answer' scenario: through the middleware one whole report (the route
+    turned recovery on, the app's re-run continued), and the app's note of the re-run; raw, a break.
+    Read with the spec's parser: the lab's streams are resumable (ids), and after an id the openai SDK
+    takes any comment (the note, a heartbeat) for an event with empty data and fails to parse it."""
+    report = (EXAMPLES / "lab_answers" / "report.md").read_text(encoding="utf-8")
+    body = {"model": "lab-sim", "messages": [], "stream": True, "scenario": "recover", **FAST}
+    response = httpx.post(f"{lab.url}/mw/v1/chat/completions", json=body, timeout=30)
+    chunks = [json.loads(e.data) for e in parse(response.content) if e.data != "[DONE]"]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == report
+    assert len({c["id"] for c in chunks}) == 1
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0]["finish_reason"]] == ["stop"]
+    assert b": re-run 1 after exception" in response.content
+    raw = openai.OpenAI(base_url=f"{lab.url}/raw/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.APIConnectionError):  # the control: without the middleware, half and a break
+        for _ in raw.chat.completions.create(model="lab-sim", messages=[], stream=True, extra_body=body):
+            pass
+
+
 def test_lab_guarded_answer_ends_at_the_filter_through_the_middleware(lab: Server) -> None:
     def read(variant: str) -> tuple[str, list[str | None]]:
         client = openai.OpenAI(base_url=f"{lab.url}/{variant}/v1", api_key="unused", max_retries=0)
         text, reasons = "", []
         for chunk in client.chat.completions.create(
-            model="lab-sim", messages=[], stream=True, extra_body={"scenario": "guarded", **FAST},
+            model="lab-sim",
+            messages=[],
+            stream=True,
+            extra_body={"scenario": "guarded", **FAST},
             extra_headers={"X-Lab-Guard": "1"},
         ):
             for choice in chunk.choices:

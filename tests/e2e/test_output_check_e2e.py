@@ -33,7 +33,7 @@ WEATHER = {
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}
 FILLER = ', "note": "' + "and then some more words the model goes on writing " * 8 + '"}'
 BAD = '{"city": "Paris", "days": "three"' + FILLER  # "days" is a string: wrong from its first quote
-GOOD = json.dumps({"city": "Zürich \"HB\" 🚉", "days": 3, "hours": [1, 2, 3], "note": "tab\tand \\ slash"})
+GOOD = json.dumps({"city": 'Zürich "HB" 🚉', "days": 3, "hours": [1, 2, 3], "note": "tab\tand \\ slash"})
 MESSAGES = [{"role": "user", "content": "weather?"}]
 
 
@@ -53,7 +53,11 @@ def openai_arguments(server: Server, doc: str, run: str, **create: Any) -> str:
     client = openai.OpenAI(base_url=server.url + "/openai/v1", api_key="test", max_retries=0)
     query = {"doc": doc, "run": run}
     stream = client.chat.completions.create(
-        model="m", messages=MESSAGES, stream=True, extra_query=query, **create  # type: ignore[arg-type]
+        model="m",
+        messages=MESSAGES,
+        stream=True,
+        extra_query=query,
+        **create,  # type: ignore[arg-type]
     )
     out = []
     for chunk in stream:
@@ -87,8 +91,12 @@ def test_openai_sdk_gets_a_valid_nested_document_whole(checked: Server) -> None:
 
 def test_no_schema_in_the_request_means_no_check(checked: Server) -> None:
     client = openai.OpenAI(base_url=checked.url + "/openai/v1", api_key="test", max_retries=0)
-    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[call-overload]
-                                            extra_query={"doc": "{not json at all", "run": "-"})
+    stream = client.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        stream=True,  # type: ignore[call-overload]
+        extra_query={"doc": "{not json at all", "run": "-"},
+    )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "{not json at all"
 
 
@@ -98,8 +106,13 @@ def test_response_format_schema_catches_the_extra_key(checked: Server, unchecked
 
     def content(server: Server) -> str:
         client = openai.OpenAI(base_url=server.url + "/openai/v1", api_key="test", max_retries=0)
-        stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[call-overload]
-                                                response_format=fmt, extra_query={"doc": doc, "run": "-"})
+        stream = client.chat.completions.create(
+            model="m",
+            messages=MESSAGES,
+            stream=True,  # type: ignore[call-overload]
+            response_format=fmt,
+            extra_query={"doc": doc, "run": "-"},
+        )
         return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
     with pytest.raises(openai.APIError) as info:
@@ -111,9 +124,13 @@ def test_response_format_schema_catches_the_extra_key(checked: Server, unchecked
 def test_json_object_mode_catches_broken_syntax(checked: Server) -> None:
     client = openai.OpenAI(base_url=checked.url + "/openai/v1", api_key="test", max_retries=0)
     with pytest.raises(openai.APIError) as info:
-        for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True,  # type: ignore[call-overload]
-                                                response_format={"type": "json_object"},
-                                                extra_query={"doc": '{"a": 1 "b": 2}', "run": "-"}):
+        for _ in client.chat.completions.create(
+            model="m",
+            messages=MESSAGES,
+            stream=True,  # type: ignore[call-overload]
+            response_format={"type": "json_object"},
+            extra_query={"doc": '{"a": 1 "b": 2}', "run": "-"},
+        ):
             pass
     assert (info.value.body or {}).get("code") == "json_syntax"  # type: ignore[union-attr]
 
@@ -123,8 +140,13 @@ def test_anthropic_sdk_raises_the_servers_error_at_bad_tool_input(checked: Serve
 
     def read(server: Server, run: str) -> Any:
         client = anthropic.Anthropic(base_url=server.url + "/anthropic", api_key="test", max_retries=0)
-        with client.messages.stream(model="m", max_tokens=100, messages=MESSAGES, tools=[tool],  # type: ignore[list-item]
-                                    extra_query={"doc": BAD, "run": run}) as stream:
+        with client.messages.stream(
+            model="m",
+            max_tokens=100,
+            messages=MESSAGES,
+            tools=[tool],  # type: ignore[list-item]
+            extra_query={"doc": BAD, "run": run},
+        ) as stream:
             return stream.get_final_message()
 
     run = uuid.uuid4().hex

@@ -77,15 +77,33 @@ async def messages(request: Request) -> StreamingResponse:
     body = await request.json()
     name = body["tools"][0]["name"]
     usage = {"input_tokens": 1, "output_tokens": 1}
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": usage}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
     block = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
     start = {"type": "content_block_start", "index": 0, "content_block": block}
-    events = [_sse({"type": "message_start", "message": message}, "message_start"),
-              _sse(start, "content_block_start")]
-    events += [_sse({"type": "content_block_delta", "index": 0,
-                     "delta": {"type": "input_json_delta", "partial_json": p}}, "content_block_delta")
-               for p in _pieces(request)]
+    events = [
+        _sse({"type": "message_start", "message": message}, "message_start"),
+        _sse(start, "content_block_start"),
+    ]
+    events += [
+        _sse(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": p},
+            },
+            "content_block_delta",
+        )
+        for p in _pieces(request)
+    ]
     events += [_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
                _sse({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
                      "usage": {"output_tokens": 9}}, "message_delta"),

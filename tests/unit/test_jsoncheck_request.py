@@ -13,10 +13,15 @@ OUTPUT = {"type": "object", "properties": {"answer": {"type": "string"}}, "addit
 
 
 def test_openai_chat() -> None:
-    body = {"model": "m", "messages": [],
-            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": PARAMS}},
-                      {"type": "function", "function": {"name": "no_params"}}],
-            "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": OUTPUT}}}
+    body = {
+        "model": "m",
+        "messages": [],
+        "tools": [
+            {"type": "function", "function": {"name": "get_weather", "parameters": PARAMS}},
+            {"type": "function", "function": {"name": "no_params"}},
+        ],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": OUTPUT}},
+    }
     declared = declared_schemas(body)
     assert declared.for_tool("get_weather") == PARAMS
     assert declared.for_tool("no_params") is NO_CHECK and declared.for_tool("other") is NO_CHECK
@@ -24,16 +29,19 @@ def test_openai_chat() -> None:
 
 
 def test_openai_chat_json_mode_and_legacy_functions() -> None:
-    declared = declared_schemas({"functions": [{"name": "f", "parameters": PARAMS}],
-                                 "response_format": {"type": "json_object"}})
+    declared = declared_schemas(
+        {"functions": [{"name": "f", "parameters": PARAMS}], "response_format": {"type": "json_object"}}
+    )
     assert declared.for_tool("f") == PARAMS and declared.content is SYNTAX_ONLY
 
 
 def test_openai_responses() -> None:
-    body = {"model": "m", "input": "hi",
-            "tools": [{"type": "function", "name": "get_weather", "parameters": PARAMS},
-                      {"type": "web_search"}],
-            "text": {"format": {"type": "json_schema", "name": "out", "schema": OUTPUT, "strict": True}}}
+    body = {
+        "model": "m",
+        "input": "hi",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": PARAMS}, {"type": "web_search"}],
+        "text": {"format": {"type": "json_schema", "name": "out", "schema": OUTPUT, "strict": True}},
+    }
     declared = declared_schemas(body)
     assert declared.for_tool("get_weather") == PARAMS and declared.content == OUTPUT
     assert declared_schemas({"text": {"format": {"type": "json_object"}}}).content is SYNTAX_ONLY
@@ -41,21 +49,39 @@ def test_openai_responses() -> None:
 
 
 def test_anthropic() -> None:
-    body = {"model": "m", "max_tokens": 10, "messages": [],
-            "tools": [{"name": "get_weather", "description": "d", "input_schema": PARAMS},
-                      {"type": "web_search_20250305", "name": "web_search"}]}
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [],
+        "tools": [
+            {"name": "get_weather", "description": "d", "input_schema": PARAMS},
+            {"type": "web_search_20250305", "name": "web_search"},
+        ],
+    }
     declared = declared_schemas(body)
     assert declared.for_tool("get_weather") == PARAMS
     assert declared.for_tool("web_search") is NO_CHECK and declared.content is None
 
 
-@pytest.mark.parametrize("body", [
-    None, [], "x", {}, {"messages": []}, {"tools": "x"}, {"tools": [5, None, {"function": 3}]},
-    {"tools": [{"function": {"name": 5, "parameters": PARAMS}}]},
-    {"tools": [{"function": {"name": "f", "parameters": "string"}}]},
-    {"response_format": "json"}, {"response_format": {"type": "json_schema", "json_schema": "x"}},
-    {"response_format": {"type": "json_schema"}}, {"text": "x"}, {"text": {"format": []}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        "x",
+        {},
+        {"messages": []},
+        {"tools": "x"},
+        {"tools": [5, None, {"function": 3}]},
+        {"tools": [{"function": {"name": 5, "parameters": PARAMS}}]},
+        {"tools": [{"function": {"name": "f", "parameters": "string"}}]},
+        {"response_format": "json"},
+        {"response_format": {"type": "json_schema", "json_schema": "x"}},
+        {"response_format": {"type": "json_schema"}},
+        {"text": "x"},
+        {"text": {"format": []}},
+    ],
+)
 def test_declares_nothing(body: Any) -> None:
     declared = declared_schemas(body)
     assert not declared and declared.content is None and declared.for_tool("f") is NO_CHECK

@@ -21,7 +21,7 @@ def _cases() -> list[tuple[str, str]]:
     if not PARSING.exists():
         return []
     text = PARSING.read_text(encoding="utf-8")
-    body = text[text.index("export default ") + len("export default "):].strip().rstrip(";")
+    body = text[text.index("export default ") + len("export default ") :].strip().rstrip(";")
     return [(case["name"], case["input"]) for case in json.loads(body)]
 
 
@@ -41,7 +41,7 @@ def _check(text: str, pieces: int = 1) -> Fault | None:
     checker = JsonChecker()
     step = max(1, len(text) // pieces)
     for start in range(0, len(text), step):
-        fault = checker.feed(text[start:start + step])
+        fault = checker.feed(text[start : start + step])
         if fault is not None:
             return fault
     return checker.close()

@@ -117,7 +117,6 @@ def test_an_equal_event_in_another_bytes_object_is_parsed_anew() -> None:
     assert len(parses) == 2
 
 
-
 @pytest.mark.parametrize("guarded", [False, True], ids=["plain", "guarded"])
 def test_a_stream_keeps_no_parse_between_bodies(guarded: bool) -> None:
     """The parse served the body's own events: an idle stream (its role chunk sent, nothing since) holds

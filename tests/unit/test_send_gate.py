@@ -103,7 +103,6 @@ class SlowClient:
         return any(m["type"] == "http.response.body" and not m.get("more_body") for m in self.messages)
 
 
-
 def app_for(bodies: list[bytes], sleep_after: int | None) -> Any:
     """A raw ASGI stream of ``bodies``; ``sleep_after``: a pause of HOLD after that many of them."""
 

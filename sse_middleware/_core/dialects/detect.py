@@ -26,9 +26,7 @@ from .text import PlainText
 __all__ = ["BY_NAME", "DialectName", "detect", "initial"]
 
 
-def initial(
-    kind: str, config: CoreConfig, response_headers: Iterable[tuple[bytes, bytes]] = ()
-) -> Dialect:
+def initial(kind: str, config: CoreConfig, response_headers: Iterable[tuple[bytes, bytes]] = ()) -> Dialect:
     """The dialect a stream starts with: final, or :class:`Undetected` until its first event with data."""
     if kind == headers.TEXT:
         return PlainText()

@@ -22,8 +22,14 @@ _ONE: Final = 2
 _MAX_TRACKERS: Final = 512  # per value; past it the schema check stops (never a fault), syntax goes on
 _MAX_NUMBER: Final = 4000  # digits Python's int() reads by default; past it jsonschema cannot even parse
 
-ARTICLE: Final = {"string": "a string", "number": "a number", "object": "an object", "array": "an array",
-                  "boolean": "a boolean", "null": "null"}
+ARTICLE: Final = {
+    "string": "a string",
+    "number": "a number",
+    "object": "an object",
+    "array": "an array",
+    "boolean": "a boolean",
+    "null": "null",
+}
 _TYPE_ORDER: Final = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
@@ -39,8 +45,21 @@ class _Group:
 class Tracker:
     """One node held against one value: that value's progress as far as the node's keywords care."""
 
-    __slots__ = ("alive", "candidates", "child", "count", "group", "groups", "kind", "length", "names",
-                 "node", "owner", "position", "seen")
+    __slots__ = (
+        "alive",
+        "candidates",
+        "child",
+        "count",
+        "group",
+        "groups",
+        "kind",
+        "length",
+        "names",
+        "node",
+        "owner",
+        "position",
+        "seen",
+    )
 
     def __init__(self, node: Node, owner: Tracker | None, group: _Group | None) -> None:
         self.node = node
@@ -111,8 +130,11 @@ class Evaluator:
             return
         node = tracker.node
         pending: list[Tracker] = []
-        for group_kind, members in ((_ALL, node.all_of), *((_ANY, g) for g in node.any_of),
-                                    *((_ONE, g) for g in node.one_of)):
+        for group_kind, members in (
+            (_ALL, node.all_of),
+            *((_ANY, g) for g in node.any_of),
+            *((_ONE, g) for g in node.one_of),
+        ):
             if members:
                 group = _Group(group_kind, [])
                 group.members = [Tracker(member, tracker, group) for member in members]

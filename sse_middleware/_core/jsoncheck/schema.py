@@ -18,16 +18,51 @@ from ..._exceptions import SchemaError
 KINDS: Final = ("null", "boolean", "object", "array", "string", "number")
 TYPE_NAMES: Final = frozenset((*KINDS, "integer"))
 
-EVALUATED: Final = frozenset({
-    "type", "nullable", "properties", "required", "additionalProperties", "items", "prefixItems",
-    "additionalItems", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref",
-})
+EVALUATED: Final = frozenset(
+    {
+        "type",
+        "nullable",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "enum",
+        "const",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+    }
+)
 # Keywords that never make a document invalid: annotations, and containers of definitions.
-ANNOTATIONS: Final = frozenset({
-    "$schema", "$id", "$defs", "definitions", "$comment", "$anchor", "title", "description", "default",
-    "examples", "deprecated", "readOnly", "writeOnly", "$vocabulary",
-})
+ANNOTATIONS: Final = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$defs",
+        "definitions",
+        "$comment",
+        "$anchor",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$vocabulary",
+    }
+)
 _OLD_DRAFTS: Final = ("draft-07", "draft-06", "draft-04", "draft-03")  # there, ``$ref`` hides its siblings
 
 
@@ -36,9 +71,28 @@ class Node:
     at a node whose children are not yet filled in."""
 
     __slots__ = (
-        "additional", "all_of", "any_of", "enum", "exact", "exclusive_maximum", "exclusive_minimum",
-        "items", "local_exact", "max_items", "max_length", "maximum", "min_items", "min_length",
-        "minimum", "names", "never", "one_of", "prefix_items", "properties", "required", "types",
+        "additional",
+        "all_of",
+        "any_of",
+        "enum",
+        "exact",
+        "exclusive_maximum",
+        "exclusive_minimum",
+        "items",
+        "local_exact",
+        "max_items",
+        "max_length",
+        "maximum",
+        "min_items",
+        "min_length",
+        "minimum",
+        "names",
+        "never",
+        "one_of",
+        "prefix_items",
+        "properties",
+        "required",
+        "types",
         "where",
     )
 
@@ -204,9 +258,12 @@ class _Compiler:
             setattr(node, attribute, self._count(node, schema, word))
 
     def _numbers(self, node: Node, schema: Mapping[str, Any]) -> None:
-        for word, attribute in (("minimum", "minimum"), ("maximum", "maximum"),
-                                ("exclusiveMinimum", "exclusive_minimum"),
-                                ("exclusiveMaximum", "exclusive_maximum")):
+        for word, attribute in (
+            ("minimum", "minimum"),
+            ("maximum", "maximum"),
+            ("exclusiveMinimum", "exclusive_minimum"),
+            ("exclusiveMaximum", "exclusive_maximum"),
+        ):
             value = schema.get(word)
             if _is_number(value) and not (isinstance(value, float) and math.isnan(value)):
                 setattr(node, attribute, value)
@@ -216,8 +273,9 @@ class _Compiler:
     def _objects(self, node: Node, schema: Mapping[str, Any], where: str) -> None:
         properties = schema.get("properties")
         if isinstance(properties, Mapping):
-            node.properties = {str(name): self.node(sub, f"{where}/properties/{name}")
-                               for name, sub in properties.items()}
+            node.properties = {
+                str(name): self.node(sub, f"{where}/properties/{name}") for name, sub in properties.items()
+            }
             node.names = tuple(sorted(node.properties))
         elif "properties" in schema:
             node.local_exact = False
@@ -236,8 +294,9 @@ class _Compiler:
         if isinstance(items, list):  # draft 7's tuple form; additionalItems then covers the rest
             prefix, items = items, schema.get("additionalItems")
         if isinstance(prefix, list):
-            node.prefix_items = tuple(self.node(sub, f"{where}/prefixItems/{index}")
-                                      for index, sub in enumerate(prefix))
+            node.prefix_items = tuple(
+                self.node(sub, f"{where}/prefixItems/{index}") for index, sub in enumerate(prefix)
+            )
         if items is not None:
             node.items = self.node(items, f"{where}/items")
         node.min_items = self._count(node, schema, "minItems")

@@ -1,0 +1,25 @@
+"""Mid-stream recovery, sans-I/O: what triggers it, what the client has, and the splice of a re-run.
+
+:mod:`.attempts` holds the one object the shell drives (:class:`Recoverer`); one module per format reads
+that format's events (:mod:`.chat`, :mod:`.anthropic`, :mod:`.responses`, :mod:`.ui`); :mod:`.prefill`
+rewrites a request body to ask for a continuation; :mod:`.value` is what the app is told.
+"""
+
+from .attempts import FORMATS, GiveUp, Recoverer, Retry
+from .common import Failure
+from .prefill import Prefilled, prefill
+from .value import SCOPE_KEY, Reason, Recovery, recovery
+
+__all__ = [
+    "FORMATS",
+    "SCOPE_KEY",
+    "Failure",
+    "GiveUp",
+    "Prefilled",
+    "Reason",
+    "Recoverer",
+    "Recovery",
+    "Retry",
+    "prefill",
+    "recovery",
+]

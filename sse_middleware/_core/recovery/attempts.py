@@ -1,0 +1,183 @@
+"""One client stream's recovery, as a sans-I/O object: the app's bytes in, the client's events out, and
+at a failure the decision to re-run (after how long, with what :class:`~.value.Recovery`) or to give up.
+
+The shell feeds every body of every run through :meth:`Recoverer.feed` before its pipeline. On the first
+run the events pass unchanged (they are only read); an upstream error event is held back and reported
+as the failure. On a re-run each event goes through the splicer first. Whatever happens, the ending the
+client gets on giving up is the *first* failure's: a re-run's own failure (a 400 from a fallback that
+rejects prefill, say) never hides what went wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from ..dialects import detect
+from ..sse import Framer
+from .anthropic import AnthropicTranscript
+from .base import Mode, Splicer, Transcript
+from .chat import ChatTranscript
+from .common import Failure, Matcher, Usage, read, split
+from .prefill import prefill
+from .responses import ResponsesTranscript
+from .ui import UITranscript
+from .value import Recovery
+
+FORMATS: Final[dict[str, type[Transcript]]] = {
+    cls.dialect.name: cls for cls in (ChatTranscript, AnthropicTranscript, ResponsesTranscript, UITranscript)
+}
+"""The formats recovery reads, by their dialect's name (derived from the dialect classes); any other
+stream is never recovered."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retry:
+    """Run the app again after ``delay`` seconds, with ``recovery`` in its scope and ``body`` as its
+    request body (the same bytes, or the prefill)."""
+
+    delay: float
+    recovery: Recovery
+    body: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GiveUp:
+    """End the stream with ``failure``'s ending (the first failure's), for the reason ``why``."""
+
+    failure: Failure
+    why: str
+
+
+class Recoverer:
+    """``mode``: ``retry`` or ``continue``; ``body``: ``same`` (the body is replayed unchanged, so a re-run
+    may start over: see :class:`~.common.Matcher`) or ``prefill`` (see :mod:`.prefill`); ``dialect``:
+    the format when the settings name it, else ``auto`` (read from the first event with data);
+    ``max_event``: an event larger than this is not held whole, and the stream is no longer
+    recoverable."""
+
+    def __init__(
+        self,
+        mode: Mode,
+        attempts: int,
+        backoff: float,
+        *,
+        body: str = "same",
+        dialect: str = "auto",
+        max_event: int = 1 << 20,
+    ) -> None:
+        self._mode, self._attempts, self._backoff, self._prefill = mode, attempts, backoff, body == "prefill"
+        self._max_event = max_event
+        self._detecting = dialect == "auto"
+        self.transcript: Transcript | None = FORMATS[dialect]() if dialect in FORMATS else None
+        self.splicer: Splicer | None = None
+        self.attempt = 0
+        self.first: Failure | None = None
+        self._framer = Framer()
+        self._checking = False  # a re-run's format is still to be compared with the stream's
+        self._alien: str | None = None  # the format a re-run streamed instead of the stream's
+        self._why_not: str | None = None if self.transcript or self._detecting else f"format {dialect}"
+
+    def feed(self, body: bytes) -> tuple[list[bytes], Failure | None]:
+        """Bytes of the app's body -> (whole events for the pipeline, the failure that ends this run).
+        After a failure, the rest of the run's body is nobody's: the shell stops feeding it."""
+        whole = self._framer.feed(body)
+        if self._framer.pending > self._max_event:  # too large to hold: from now on it only streams
+            whole += self._framer.take()
+            self._why_not = "an event larger than max_event_bytes"
+        if not whole:
+            return [], None
+        if self._why_not is not None:
+            return [whole], None
+        out: list[bytes] = []
+        for raw in split(whole):
+            failure = self._event(raw, out)
+            if failure is not None:
+                return out, failure
+        # A first run's events go on as they came: the framer's bytes object itself (often the app's).
+        return ([whole] if self.splicer is None else out), None
+
+    def _event(self, raw: bytes, out: list[bytes]) -> Failure | None:
+        transcript = self.transcript
+        if transcript is None:
+            if self._detecting:
+                found = detect(raw)
+                if found is None:  # a comment or a retry line: the format is still unknown
+                    out.append(raw)
+                    return None
+                self._detecting = False
+                known = FORMATS.get(found.name)
+                self.transcript = transcript = known() if known is not None else None
+                if transcript is None:
+                    self._why_not = f"format {found.name}"
+            if transcript is None:
+                out.append(raw)
+                return None
+        if self._checking:  # a re-run's first event with data: is it the same format at all?
+            found = detect(raw)
+            if found is not None:
+                self._checking = False
+                if found.name != transcript.name:
+                    self._alien = found.name
+                    return Failure(
+                        "diverged", None, f"the re-run streams {found.name}, not {transcript.name}"
+                    )
+        event = read(raw)
+        failure = transcript.error(event)
+        if failure is not None:
+            return failure
+        if self.splicer is None:
+            transcript.seen(event)
+            out.append(raw)
+            return None
+        pieces = self.splicer.feed(event)
+        if isinstance(pieces, Failure):
+            return pieces
+        for piece in pieces:
+            transcript.seen(event if piece is raw else read(piece))
+        out.extend(pieces)
+        return None
+
+    def end(self) -> Failure | None:
+        """The run's body ended: its failure if it ended short (no end marker, or inside the client's
+        text), else None."""
+        self._framer.take()  # half an event at the end is discarded, as every client discards it
+        if self.transcript is None or self._why_not is not None:
+            return None
+        if self.splicer is not None:
+            short = self.splicer.short()
+            if short is not None and not self.transcript.ended:
+                return short
+        return self.transcript.end()
+
+    def fail(self, failure: Failure, body: bytes = b"") -> Retry | GiveUp:
+        """This run failed: re-run (with ``body``, the request's, or its prefill), or give up with the
+        first failure's ending."""
+        first = self.first = self.first or failure
+        transcript = self.transcript
+        if transcript is None or self._why_not is not None:
+            return GiveUp(first, f"not recoverable: {self._why_not or 'no format recovery reads'}")
+        why = transcript.blocked(self._mode)
+        if why is None and self._alien is not None:
+            why = f"a re-run streamed another format ({self._alien}), which cannot continue this one"
+        if why is not None:
+            return GiveUp(first, why)
+        if self.attempt >= self._attempts:
+            return GiveUp(first, f"{self.attempt} re-run(s) failed, the last: {failure.reason}")
+        transcript.failed.append(self.splicer.usage if self.splicer is not None else transcript.usage)
+        transcript.usage = Usage()  # what it sees from now on is spliced: each splicer counts its own
+        self.attempt += 1
+        text = transcript.text("text")
+        asked = prefill(body, transcript.name, text) if self._prefill else None
+        self.splicer = transcript.splicer(asked is None, self.attempt)
+        if asked is not None and asked.left_out:
+            self.splicer.matchers["text"] = Matcher(asked.left_out, True, lenient=True)
+        self._framer = Framer()
+        self._checking = True
+        delay = self._backoff * 2 ** (self.attempt - 1)
+        value = Recovery(self.attempt, failure.reason, text, transcript.text("reasoning"), transcript.name)
+        return Retry(delay, value, body if asked is None else asked.body)
+
+    def refuse(self, why: str) -> GiveUp:
+        """A re-run that did not start as a stream of the same kind: give up at once."""
+        return GiveUp(self.first or Failure("exception"), why)
