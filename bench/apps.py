@@ -72,11 +72,11 @@ def pace_of(request: Request) -> Pace:
     )
 
 
-def raw_app(path: str) -> Starlette:
-    """The floor: Starlette ``StreamingResponse`` over the finished frames."""
+def raw_app(path: str, source: Callable[[Pace], AsyncIterator[bytes]] = frames) -> Starlette:
+    """The floor: Starlette ``StreamingResponse`` over the finished frames (``source``'s)."""
 
     async def endpoint(request: Request) -> Response:
-        return StreamingResponse(frames(pace_of(request)), media_type="text/event-stream")
+        return StreamingResponse(source(pace_of(request)), media_type="text/event-stream")
 
     return Starlette(routes=[Route(path, endpoint)])
 

@@ -108,6 +108,16 @@ def goals(r: dict[str, Any]) -> dict[str, Any]:
     if "middleware_minus_raw" in kib:
         v = kib["middleware_minus_raw"]
         out["idle_stream_kib_added"] = {"value": v, "target": "<= 8", "met": v <= 8}
+    ins = r.get("instructions")
+    if ins:  # (goal name, ours, theirs, target ratio); pass-through is counted in raw events over raw
+        for name, ours, theirs, limit, unit in (
+            ("instructions_passthrough_over_raw_events", "event_ours", "event_raw", 0.5, " raw events"),
+            ("instructions_merged_token_vs_raw", "token_ours", "token_raw", 1.5, "x raw"),
+            ("instructions_stream_vs_raw", "stream_ours", "stream_raw", 2.0, "x raw"),
+            ("instructions_stream_sdk_vs_otel", "stream_ours_sdk", "stream_otel_asgi", 0.4, "x otel-asgi"),
+        ):
+            v = round(ins[ours] / ins[theirs] - (1 if unit == " raw events" else 0), 3)
+            out[name] = {"value": v, "target": f"<= {limit}", "met": v <= limit, "unit": unit}
     return out
 
 
@@ -151,6 +161,10 @@ def table(r: dict[str, Any]) -> str:
     lines.append("idle stream KiB: " + ", ".join(f"{k} {v:.2f}" for k, v in kib.items()))
     if "heartbeat_cpu_us" in r:
         lines.append(f"heartbeat: {r['heartbeat_cpu_us']:.2f} us server CPU each")
+    if "instructions" in r:
+        lines.append("instructions: " + ", ".join(f"{k} {v:,}" for k, v in r["instructions"].items()))
+    elif "instructions_note" in r:
+        lines.append(r["instructions_note"])
     lines.append("")
     for name, g in r.get("goals", {}).items():
         verdict = "not measured" if g["met"] is None else "met" if g["met"] else "MISSED"

@@ -18,7 +18,7 @@ if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
     sys.path.pop(0)  # `python bench/run.py` puts bench/ first; import it as the package instead
 sys.path.insert(0, str(ROOT))
 
-from bench import apps, idle, inproc, memory, report, server  # noqa: E402
+from bench import apps, idle, inproc, instructions, memory, report, server  # noqa: E402
 from bench.load import Foreign, wait_quiet  # noqa: E402
 
 MODES: dict[str, dict[str, Any]] = {
@@ -163,6 +163,15 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
     if has_mw and mode == "full":
         log("idle stream allocations (tracemalloc, in process)")
         result["idle_alloc"] = memory.measure(["raw", "middleware_all"], cfg["idle_streams"], 15)
+    if has_mw:  # last: the callgrind processes would load the CPU measured above
+        log("instructions in process (callgrind, 3N minus N)")
+        counted = instructions.measure(log=log)
+        if "note" in counted:
+            log(counted["note"])
+            result["instructions_note"] = counted["note"]
+        else:
+            result["instructions"] = counted["instructions"]
+            result["instructions_detail"] = counted["detail"]
     result["goals"] = report.goals(result)
     result["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -180,7 +189,9 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="the short run (under 60 s on 2 cores)")
+    parser.add_argument(
+        "--quick", action="store_true", help="the short run (~60 s on 2 cores; ~5 min more with valgrind)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--plots", action="store_true", help="also write the PNG plots into docs/")
     parser.add_argument(
