@@ -73,7 +73,7 @@ class Pipeline:
             text = spliced.same_text(body)
             if text is not None:
                 if self.observer is not None:
-                    self.observer.chunk(now, True)
+                    self.observer.chunk(now, len(text))  # same_text() is never empty
                 if merging is None:
                     return [body]
                 pieces = merging.push(spliced.envelope, text, now)
@@ -236,7 +236,7 @@ class Pipeline:
     def _merge(self, coalescer: Coalescer[Any, Envelope], delta: Delta, now: float) -> list[bytes]:
         key, envelope, text = delta
         if self.observer is not None:
-            self.observer.chunk(now, True)
+            self.observer.chunk(now, len(text))  # only non-empty texts are merged
         pieces = coalescer.feed(key, envelope, text, now)
         return self._frames(pieces) if pieces else []
 
