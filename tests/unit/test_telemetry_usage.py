@@ -96,6 +96,20 @@ async def test_a_client_that_leaves_mid_stream_gets_an_estimate(otel: Otel) -> N
     assert attrs[OUTPUT] > sent.count("word") + 1  # characters, not events
 
 
+async def test_text_that_went_by_unread_counts_a_token_an_event(otel: Otel) -> None:
+    """Pass-through, two one-character deltas a body: the pipeline forwards the body as it came and
+    never reads a text, so the estimate is one token per content event (a quarter of that by
+    characters would be too low for the upstream's usual token a delta)."""
+    pair = _chunk({"content": "x"}) + _chunk({"content": "y"})
+    app = Script(
+        (_chunk({"role": "assistant", "content": ""}), *(x for _ in range(10) for x in (pair, 0.03)), 60.0)
+    )
+    wire = Wire(leave_at=4)
+    attrs = await _span(otel, app, wire, coalesce=False)
+    assert attrs.get(ESTIMATED) is True
+    assert attrs[OUTPUT] >= len(_client_text(wire)) >= 4
+
+
 async def test_a_send_timeout_gets_an_estimate(otel: Otel) -> None:
     wire = Wire(block_at=4)
     attrs = await _span(otel, _script(usage=True, stall=True), wire, send_timeout=0.3, heartbeat_interval=0)
