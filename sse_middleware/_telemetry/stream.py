@@ -83,7 +83,7 @@ class StreamTelemetry:
         self._start_mono, self._start_ns = start_mono, start_ns
         self._span: Span | None = None
         self._chunks = self._frames = self._bytes = self._heartbeats = 0
-        self._chars = 0  # output characters where the pipeline read them, else one per content event
+        self._chars = 0  # output characters where the pipeline read them (unread: see end())
         self._first: float | None = None
         self._last: float | None = None
         self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS)
@@ -108,7 +108,8 @@ class StreamTelemetry:
         as its length in characters where the pipeline read the text, else True (see StreamObserver)."""
         self._chunks += 1
         if content:
-            self._chars += content
+            if content is not True:  # a length; True (not read) is left to the count of events
+                self._chars += content
             last = self._last
             if last is None:
                 self._first = now
