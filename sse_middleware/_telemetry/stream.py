@@ -270,8 +270,8 @@ class StreamTelemetry:
         if self._out_tokens is None and (client_disconnected or self._blocked is not None):
             # Cut short before the upstream's usage came (a send timeout ends as a disconnect): what
             # the client got, as a marked estimate; no input estimate (see docs/observability.md).
-            # At least one token per content event (``tokens``, here): where the text went by unread,
-            # ``_chars`` has one per event, and a delta is rarely under a token.
+            # At least one token per content event (``tokens``, here): ``_chars`` has nothing of a text
+            # that went by unread, and a delta is rarely under a token.
             attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = max(estimate_tokens(self._chars), tokens)
             attrs[sc.USAGE_ESTIMATED] = True
         if "attributes" in notes:
