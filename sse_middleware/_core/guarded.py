@@ -155,7 +155,7 @@ class GuardedPipeline(Pipeline):
         for item in items:
             if isinstance(item, Delta):
                 if observer is not None:
-                    observer.chunk(now, True)
+                    observer.chunk(now, len(item.text) or True)  # an empty text is still output
                 if coalescer is None:
                     out.append(dialect.build(item.envelope, item.text))
                 else:

@@ -9,8 +9,10 @@ class StreamObserver(Protocol):
     def dialect(self, provider: str, operation: str) -> None:
         """What the stream speaks, e.g. ("openai", "chat")."""
 
-    def chunk(self, now: float, content: bool) -> None:
-        """One app event; ``content``: it carries output text. Called per token: keep it cheap."""
+    def chunk(self, now: float, content: int) -> None:
+        """One app event. Called per token: keep it cheap. ``content``: whether it carries output, as
+        the number of characters of its text where the pipeline read that text anyway (a merged or
+        guarded delta), else ``True`` (it has output, of a length not read) or ``False``."""
 
     def response(
         self,

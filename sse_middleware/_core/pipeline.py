@@ -72,10 +72,12 @@ class Pipeline:
             spliced, merging = lane
             text = spliced.same_text(body)
             if text is not None:
-                if self.observer is not None:
-                    self.observer.chunk(now, True)
-                if merging is None:
+                if merging is None:  # pass-through: True, as the full path says, which reads no text
+                    if self.observer is not None:
+                        self.observer.chunk(now, True)
                     return [body]
+                if self.observer is not None:
+                    self.observer.chunk(now, len(text))  # as _merge() does; same_text() is never empty
                 pieces = merging.push(spliced.envelope, text, now)
                 if not pieces:
                     return []
@@ -236,7 +238,7 @@ class Pipeline:
     def _merge(self, coalescer: Coalescer[Any, Envelope], delta: Delta, now: float) -> list[bytes]:
         key, envelope, text = delta
         if self.observer is not None:
-            self.observer.chunk(now, True)
+            self.observer.chunk(now, len(text))  # only non-empty texts are merged
         pieces = coalescer.feed(key, envelope, text, now)
         return self._frames(pieces) if pieces else []
 

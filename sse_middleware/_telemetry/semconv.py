@@ -53,3 +53,4 @@ RECOVERY_EVENT: Final = _NS + "recovery"  # one per attempt of mid-stream recove
 RECOVERY_ATTEMPTS: Final = _NS + "recovery.attempts"
 RECOVERY_OUTCOME: Final = _NS + "recovery.outcome"  # recovered | gave_up
 RECOVERY_REASON: Final = _NS + "recovery.reason"
+USAGE_ESTIMATED: Final = _NS + "usage.estimated"  # gen_ai.usage.output_tokens is our estimate

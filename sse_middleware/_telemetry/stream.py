@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .._core.errors import error_type_name
+from .._core.tokens import estimate_tokens
 from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
 from .gaps import FOLD_AT as _FOLD_AT
@@ -38,6 +39,7 @@ class StreamTelemetry:
         "_app_error",
         "_blocked",
         "_bytes",
+        "_chars",
         "_chunks",
         "_ctx",
         "_ended",
@@ -81,6 +83,7 @@ class StreamTelemetry:
         self._start_mono, self._start_ns = start_mono, start_ns
         self._span: Span | None = None
         self._chunks = self._frames = self._bytes = self._heartbeats = 0
+        self._chars = 0  # output characters where the pipeline read them (unread: see end())
         self._first: float | None = None
         self._last: float | None = None
         self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS)
@@ -100,10 +103,13 @@ class StreamTelemetry:
         """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
         self._provider, self._operation = provider, operation
 
-    def chunk(self, now: float, content: bool) -> None:
-        """HOT PATH, once per app event. ``content``: it carries output text (TTFT, gaps, token count)."""
+    def chunk(self, now: float, content: int) -> None:
+        """HOT PATH, once per app event. ``content``: it carries output text (TTFT, gaps, token count),
+        as its length in characters where the pipeline read the text, else True (see StreamObserver)."""
         self._chunks += 1
         if content:
+            if content is not True:  # a length; True (not read) is left to the count of events
+                self._chars += content
             last = self._last
             if last is None:
                 self._first = now
@@ -261,6 +267,13 @@ class StreamTelemetry:
             attrs[sc._NS + "guard.blocked"] = self._blocked is not None
             if self._blocked is not None:
                 attrs[sc._NS + "guard.reason"] = self._blocked
+        if self._out_tokens is None and (client_disconnected or self._blocked is not None):
+            # Cut short before the upstream's usage came (a send timeout ends as a disconnect): what
+            # the client got, as a marked estimate; no input estimate (see docs/observability.md).
+            # At least one token per content event (``tokens``, here): ``_chars`` has nothing of a text
+            # that went by unread, and a delta is rarely under a token.
+            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = max(estimate_tokens(self._chars), tokens)
+            attrs[sc.USAGE_ESTIMATED] = True
         if "attributes" in notes:
             attrs.update(notes["attributes"])  # the app's, last: it knows better than we do
 

@@ -8,10 +8,10 @@ readers still know them).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Final, NamedTuple
 
 from ..sse import Event, encode
+from ..tokens import estimate_tokens
 from ..wire import dumps, loads, name_and_data
 from .value import Reason
 
@@ -142,4 +142,4 @@ class Usage:
     def output_or_estimate(self) -> int:
         """The reported output tokens, else about four characters a token (what tokenizers average in
         English): a failed attempt was still billed for what it produced."""
-        return self.output if self.output is not None else math.ceil(self.chars / 4)
+        return self.output if self.output is not None else estimate_tokens(self.chars)
