@@ -37,10 +37,12 @@ class _PacedClock:
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--paced" in sys.argv:
+        import sse_middleware._asgi.last_write as last_write_module
         import sse_middleware._asgi.writer as writer_module
 
         args.remove(sys.argv[sys.argv.index("--paced") + 1])
         clock = _PacedClock(float(sys.argv[sys.argv.index("--paced") + 1]))
         setattr(writer_module, "time", clock)  # noqa: B010  (the module's own name for its clock)
+        setattr(last_write_module, "time", clock)  # noqa: B010
     name, events = args[0], int(args[1])
     asyncio.run(inproc._drive(apps.build(name), name, events, collect=False))

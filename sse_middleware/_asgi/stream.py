@@ -107,7 +107,7 @@ class Stream:
             trailers,
             log,
         )
-        self.timers = StreamTimers(life, self.writer, pipe.config, settings, me)
+        self.timers: StreamTimers | None = None  # built when first asked: a short stream may never need them
         self.listener = Listener(client_watch, self.watcher, life, me, may_listen)
         self.guards: GuardRunner | None = None
         self.body: Callable[[Message], Awaitable[None]] = self.writer.body
@@ -141,10 +141,17 @@ class Stream:
     # -- what the watcher asks (its owner: held weakly) ----------------------------------------------------
 
     def peek(self, now: float) -> float:
-        return self.timers.peek(now)
+        return self._timers().peek(now)
 
     async def wake(self, now: float) -> float:
-        return await self.timers.wake(now)
+        return await self._timers().wake(now)
+
+    def _timers(self) -> StreamTimers:
+        timers = self.timers
+        if timers is None:
+            me = weakref.proxy(self)
+            timers = self.timers = StreamTimers(self.life, self.writer, self.pipe.config, self.settings, me)
+        return timers
 
     # -- the client ----------------------------------------------------------------------------------------
 
@@ -289,7 +296,7 @@ class Stream:
         return self.writer.clocks.shutdown_at != math.inf
 
     def drain(self, grace: float) -> None:
-        self.timers.drain(grace)
+        self._timers().drain(grace)
 
     def _let_go(self) -> None:
         """No longer ours to look after (called once, by the lifecycle): no helper, no shutdown drain."""

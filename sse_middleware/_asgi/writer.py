@@ -22,88 +22,31 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core.config import CoreConfig
-from .._core.deadlines import FINALIZE_SECONDS, Clocks, Due, due, next_deadline
-from .._core.errors import ErrorInfo, logger
+from .._core.deadlines import Clocks
 from .._core.lifecycle import Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._types import Message, Send
+from .last_write import LastWrites
 from .watcher import Watcher, scope_time
+from .write_lock import Ends, WriteLock, body_bytes, body_frame
+from .writer_watch import WatchedWrites
 
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
 
-BODY: Final = "http.response.body"
+__all__ = ["Writer", "body_bytes"]
 
 
-class Ends(Protocol):
-    """What the writer may ask of the stream it writes for: how the app's run takes what happened."""
-
-    def client_left(self, *, cancel_app: bool) -> bool: ...
-
-    def end(self, info: ErrorInfo | None) -> None: ...
-
-    def invalid_output(self) -> ErrorInfo: ...
-
-
-class WriteLock:
-    """The one lock around the server's ``send``. A flag, not ``anyio.Lock``: the app's own sends (nearly
-    all of them) find it free and pay two attribute writes, where ``anyio.Lock`` costs microseconds per
-    token even with ``fast_acquire``. The watcher's and the guards' writes can find it taken; the
-    watcher never queues behind a write that a slow client holds up (see :mod:`.stream_timers`)."""
-
-    __slots__ = ("busy", "waiting")
-
-    def __init__(self) -> None:
-        self.busy = False
-        self.waiting: anyio.Event | None = None  # set when the lock is freed, if someone waits for it
-
-    async def take(self) -> None:
-        """Take the lock, without an await when it is free (the per-token path inlines this)."""
-        while self.busy:
-            await self.freed().wait()
-        self.busy = True
-
-    def free(self) -> None:
-        """Free the lock (the per-token path inlines this when nobody is ``waiting``)."""
-        self.busy = False
-        if self.waiting is not None:
-            self.waiting.set()
-            self.waiting = None
-
-    def freed(self) -> anyio.Event:
-        """An event set when the write in progress ends."""
-        if self.waiting is None:
-            self.waiting = anyio.Event()
-        return self.waiting
-
-
-class Writer:
+class Writer(WatchedWrites, LastWrites):
     """``ends``: the stream (a weak proxy). ``trailers``: the start declared trailers (the server waits
     for them)."""
 
-    __slots__ = (
-        "_ends",
-        "_in_flight",
-        "_send",
-        "_tell_stuck_at",
-        "_trailers",
-        "clocks",
-        "index",
-        "life",
-        "lock",
-        "log",
-        "pipe",
-        "sending_since",
-        "telemetry",
-        "timeout",
-        "watcher",
-    )
+    __slots__ = ()  # the state is the slots of WriterState, which every part shares
 
     def __init__(
         self,
@@ -174,7 +117,7 @@ class Writer:
                         if self._tell_stuck_at:
                             self.watcher.want(now + self.timeout)
                     try:  # the app's own message when it is unchanged: no new dict per token
-                        await self._send(message if data is message["body"] else _body(data))
+                        await self._send(message if data is message["body"] else body_frame(data))
                     except OSError:  # how ASGI >= 2.4 servers say the client is gone
                         if not self._ends.client_left(cancel_app=False):
                             raise  # the app hears it, as it would without us
@@ -245,7 +188,7 @@ class Writer:
                 self.index = None
             if self.life.detached:
                 return False
-        return await self._write(_body(data), now, until, len(data))
+        return await self._write(body_frame(data), now, until, len(data))
 
     async def _write(self, message: Message, now: float, until: float, size: int | None) -> bool:
         """The one way a write is made cuttable: inside the scope :meth:`cut` cancels, its deadline
@@ -279,7 +222,7 @@ class Writer:
         the watcher. False: it did not go out (as :meth:`flush_due`)."""
         await self.lock.take()
         try:
-            written = await self._write(_body(data), now, until, len(data))
+            written = await self._write(body_frame(data), now, until, len(data))
         finally:
             self.lock.free()
         if written and self.telemetry is not None:
@@ -299,79 +242,10 @@ class Writer:
         finally:
             self.lock.free()
 
-    async def goodbye(self, hint: bytes, now: float) -> bool | None:
-        """A resumable stream's live client sent away (at a shutdown): what was merged, then ``hint`` as
-        the response's clean end (not logged: followers must not replay it), both within
-        ``send_timeout``. None: the client was gone already; else whether the client was stuck."""
-        await self.lock.take()
-        try:
-            if not self.life.connected:
-                return None
-            until = now + self.timeout if self.timeout else math.inf
-            merged = b"".join(self.pipe.flush())
-            if merged and not await self.frame(merged, now, until):
-                return time.monotonic() >= until
-            if self.life.connected:
-                end = {"type": BODY, "body": hint, "more_body": False}
-                return not await self._last(end, now, until)
-            return False
-        except OSError:  # the client left as we said goodbye (ASGI >= 2.4)
-            return False
-        finally:
-            self.lock.free()
-
     def untouched(self, message: Message) -> Any:
         """A message of the app's after its stream is over (after its own final body, or a disconnect it
         heard): the server's business, as without us."""
         return self._send(message)
-
-    # -- what the watcher asks -----------------------------------------------------------------------------
-
-    def next_deadline(self, config: CoreConfig) -> float:
-        """The next time anything is due on the live stream (inf: nothing), the write in flight's included."""
-        return min(next_deadline(config, self.pipe, self.clocks), self.stuck_at())
-
-    def due(self, config: CoreConfig, now: float) -> Due:
-        return due(config, self.pipe, self.clocks, now)
-
-    async def flush_due(self, now: float, until: float) -> bool:
-        """Merged text whose time has come, written by the watcher between the app's writes. False: it
-        did not go out (cut at ``until``, when it may be half on the wire; or the client is gone)."""
-        await self.lock.take()  # free: the watcher asked busy first, or waited for it
-        try:
-            frame = b"".join(self.pipe.tick(now))
-            return not frame or await self.frame(frame, now, until)
-        finally:
-            self.lock.free()
-
-    @property
-    def busy(self) -> bool:
-        """A write is in flight (a slow client may hold it up)."""
-        return self.lock.busy
-
-    async def free_within(self, seconds: float) -> None:
-        """Wait for the write in flight to end, ``seconds`` at most."""
-        with anyio.move_on_after(seconds):
-            await self.lock.freed().wait()
-
-    def postpone(self, now: float) -> None:
-        """No heartbeat now (inside a huge event on the wire, or no client to keep alive): count from
-        ``now``."""
-        self.clocks.last_write = now
-
-    def shutdown(self, at: float) -> None:
-        """A shutdown: the stream ends by ``at``; a write nobody watches gives up by then too."""
-        self.clocks.shutdown(at)
-        scope = self._in_flight
-        if scope is not None and scope.deadline != math.inf:
-            scope.deadline = min(scope.deadline, scope_time(self.clocks.shutdown_at))
-
-    # -- the write in flight -------------------------------------------------------------------------------
-
-    def stuck_at(self) -> float:
-        """When the write in flight will have taken too long (inf: none in flight, or no timeout)."""
-        since = self.sending_since
-        return since + self.timeout if since and self.life.connected else math.inf
 
     def _given_up(self, exc: BaseException) -> bool:
         """Whether ``exc`` is how a write in the app's own task was cut: the stream gave its client up
@@ -384,121 +258,3 @@ class Writer:
         ``finally`` (an upstream's ``async with``) would wait for the cyclic GC."""
         life = self.life
         return life.ours and not life.connected and isinstance(exc, anyio.get_cancelled_exc_class())
-
-    def cut(self) -> None:
-        """Cut the write in flight, if it runs in the writer's scope (see the module's docstring)."""
-        if self._in_flight is not None:
-            self._in_flight.cancel()
-        self.sending_since = 0.0
-
-    def say_stuck(self, what: str, resumable: bool) -> None:
-        """One log line and a span attribute for a write that took longer than ``send_timeout``. The
-        server closes the connection when the response ends without its last write."""
-        logger.warning(
-            "the client stopped reading: %s took over send_timeout=%gs; %s",
-            what,
-            self.timeout,
-            "detached (the stream goes on into its log)" if resumable else "it is given up",
-        )
-        if self.telemetry is not None:
-            self.telemetry.mark("send_timeout")
-
-    # -- the last write ------------------------------------------------------------------------------------
-
-    async def final(self, data: bytes) -> None:
-        """The app's final body, with the lock held. Still ours while it is written: a shutdown's hard
-        stop may cut it when a client that stopped reading holds it."""
-        life = self.life
-        life.closing()
-        try:
-            await self.last(data, complete=True)
-        except OSError:
-            if not self._ends.client_left(cancel_app=False):
-                raise
-        if life.phase is Phase.CLOSING:  # not yet closed by a disconnect seen while it was written
-            life.closed()
-
-    async def ending(self, data: bytes, *, complete: bool, **end: Any) -> None:
-        """The stream's end as the middleware writes it (see :meth:`last`), with the lock."""
-        await self.lock.take()
-        try:
-            await self.last(data, complete=complete, **end)
-        except OSError:
-            pass  # the client left as we said goodbye (ASGI >= 2.4)
-        finally:
-            self.lock.free()
-
-    async def last(self, data: bytes, *, complete: bool, **end: Any) -> None:
-        """The final body, with the lock held. Telemetry ends first: a tracing middleware around us ends
-        its span when it sees this message, and ours must end inside it (and end even if this write is
-        cancelled). A resumable stream's log gets the frame, then its end marker."""
-        log, life = self.log, self.life
-        if log is not None and data:
-            data = log.append(data)
-        output = self.pipe.check  # the output check ("a check" is what a guard is shown)
-        if output is not None and output.unreadable is not None:  # said once, at the stream's end
-            logger.warning("output check off for a part of this stream: %s", output.unreadable)
-            if self.telemetry is not None:
-                self.telemetry.note("sse_middleware.output_check.unreadable", output.unreadable)
-        if self.telemetry is not None:
-            if data and life.connected:
-                self.telemetry.frame(len(data))
-            self.telemetry.end(time.monotonic(), client_disconnected=not life.connected, **end)
-        try:
-            if life.connected:
-                # While the watcher runs (the app's final body) it cuts a stuck write; after it stopped
-                # (the host's teardown) the write keeps a deadline of its own.
-                timeout = self.timeout
-                until = math.inf
-                if timeout:
-                    now = self.sending_since = time.monotonic()
-                    if life.phase is Phase.CLOSING and self.watcher.running:
-                        self.watcher.want(now + timeout)
-                    else:
-                        until = now + timeout
-                trailers = complete and self._trailers and (life.ending or end.get("exception"))
-                deadline = until if until == math.inf else scope_time(until)
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    self._in_flight = scope
-                    await self._send({"type": BODY, "body": data, "more_body": not complete})
-                    if trailers:
-                        self._trailers = False  # the app will not send the trailers it declared
-                        await self._send(
-                            {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                        )
-                if scope.cancelled_caught:
-                    self.say_stuck("its last write", False)
-                    if life.connected:
-                        life.client_left()
-        finally:
-            self.sending_since = 0.0
-            self._in_flight = None
-            if log is not None:
-                self.log = None
-                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                    await log.close(complete)
-
-    async def _last(self, message: Message, now: float, until: float) -> bool:
-        """A last message nobody watches, in the writer's one scope; False: cut (stuck). An ``OSError``
-        reaches the caller."""
-        if self.timeout:
-            self.sending_since = now
-        try:
-            with anyio.CancelScope(deadline=scope_time(until)) as scope:
-                self._in_flight = scope
-                await self._send(message)
-        finally:
-            self.sending_since = 0.0
-            self._in_flight = None
-        return not scope.cancelled_caught
-
-
-def body_bytes(body: object) -> bytes:
-    """A body that is not ``bytes``: copied when it is bytes-like, else the app's ``TypeError``."""
-    if not isinstance(body, (bytearray, memoryview)):
-        raise TypeError(f"http.response.body 'body' must be bytes, got {type(body).__name__}")
-    return bytes(body)
-
-
-def _body(data: bytes) -> Message:
-    return {"type": BODY, "body": data, "more_body": True}

@@ -1,0 +1,154 @@
+"""The writes that end a stream's client side: the app's final body, the middleware's own ending, and a
+resumable stream's goodbye at a shutdown. A part of :class:`~.writer.Writer` (its base class), kept apart
+because the last write has rules of its own: telemetry ends first, trailers, the log's end marker, and a
+deadline of its own once the watcher stopped."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._core.deadlines import FINALIZE_SECONDS
+from .._core.errors import logger
+from .._core.lifecycle import Phase
+from .._types import Message
+from .watcher import scope_time
+from .write_lock import BODY, WriterState
+
+if TYPE_CHECKING:
+    pass
+
+
+class LastWrites(WriterState):
+    """The last writes of :class:`~.writer.Writer`, which holds the state (its slots) they use."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        async def frame(self, data: bytes, now: float, until: float = math.inf) -> bool: ...
+
+    async def goodbye(self, hint: bytes, now: float) -> bool | None:
+        """A resumable stream's live client sent away (at a shutdown): what was merged, then ``hint`` as
+        the response's clean end (not logged: followers must not replay it), both within
+        ``send_timeout``. None: the client was gone already; else whether the client was stuck."""
+        await self.lock.take()
+        try:
+            if not self.life.connected:
+                return None
+            until = now + self.timeout if self.timeout else math.inf
+            merged = b"".join(self.pipe.flush())
+            if merged and not await self.frame(merged, now, until):
+                return time.monotonic() >= until
+            if self.life.connected:
+                end = {"type": BODY, "body": hint, "more_body": False}
+                return not await self._last(end, now, until)
+            return False
+        except OSError:  # the client left as we said goodbye (ASGI >= 2.4)
+            return False
+        finally:
+            self.lock.free()
+
+    def say_stuck(self, what: str, resumable: bool) -> None:
+        """One log line and a span attribute for a write that took longer than ``send_timeout``. The
+        server closes the connection when the response ends without its last write."""
+        logger.warning(
+            "the client stopped reading: %s took over send_timeout=%gs; %s",
+            what,
+            self.timeout,
+            "detached (the stream goes on into its log)" if resumable else "it is given up",
+        )
+        if self.telemetry is not None:
+            self.telemetry.mark("send_timeout")
+
+    # -- the last write ------------------------------------------------------------------------------------
+
+    async def final(self, data: bytes) -> None:
+        """The app's final body, with the lock held. Still ours while it is written: a shutdown's hard
+        stop may cut it when a client that stopped reading holds it."""
+        life = self.life
+        life.closing()
+        try:
+            await self.last(data, complete=True)
+        except OSError:
+            if not self._ends.client_left(cancel_app=False):
+                raise
+        if life.phase is Phase.CLOSING:  # not yet closed by a disconnect seen while it was written
+            life.closed()
+
+    async def ending(self, data: bytes, *, complete: bool, **end: Any) -> None:
+        """The stream's end as the middleware writes it (see :meth:`last`), with the lock."""
+        await self.lock.take()
+        try:
+            await self.last(data, complete=complete, **end)
+        except OSError:
+            pass  # the client left as we said goodbye (ASGI >= 2.4)
+        finally:
+            self.lock.free()
+
+    async def last(self, data: bytes, *, complete: bool, **end: Any) -> None:
+        """The final body, with the lock held. Telemetry ends first: a tracing middleware around us ends
+        its span when it sees this message, and ours must end inside it (and end even if this write is
+        cancelled). A resumable stream's log gets the frame, then its end marker."""
+        log, life = self.log, self.life
+        if log is not None and data:
+            data = log.append(data)
+        output = self.pipe.check  # the output check ("a check" is what a guard is shown)
+        if output is not None and output.unreadable is not None:  # said once, at the stream's end
+            logger.warning("output check off for a part of this stream: %s", output.unreadable)
+            if self.telemetry is not None:
+                self.telemetry.note("sse_middleware.output_check.unreadable", output.unreadable)
+        if self.telemetry is not None:
+            if data and life.connected:
+                self.telemetry.frame(len(data))
+            self.telemetry.end(time.monotonic(), client_disconnected=not life.connected, **end)
+        try:
+            if life.connected:
+                # While the watcher runs (the app's final body) it cuts a stuck write; after it stopped
+                # (the host's teardown) the write keeps a deadline of its own.
+                timeout = self.timeout
+                until = math.inf
+                if timeout:
+                    now = self.sending_since = time.monotonic()
+                    if life.phase is Phase.CLOSING and self.watcher.running:
+                        self.watcher.want(now + timeout)
+                    else:
+                        until = now + timeout
+                trailers = complete and self._trailers and (life.ending or end.get("exception"))
+                deadline = until if until == math.inf else scope_time(until)
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    self._in_flight = scope
+                    await self._send({"type": BODY, "body": data, "more_body": not complete})
+                    if trailers:
+                        self._trailers = False  # the app will not send the trailers it declared
+                        await self._send(
+                            {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                        )
+                if scope.cancelled_caught:
+                    self.say_stuck("its last write", False)
+                    if life.connected:
+                        life.client_left()
+        finally:
+            self.sending_since = 0.0
+            self._in_flight = None
+            if log is not None:
+                self.log = None
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await log.close(complete)
+
+    async def _last(self, message: Message, now: float, until: float) -> bool:
+        """A last message nobody watches, in the writer's one scope; False: cut (stuck). An ``OSError``
+        reaches the caller."""
+        if self.timeout:
+            self.sending_since = now
+        try:
+            with anyio.CancelScope(deadline=scope_time(until)) as scope:
+                self._in_flight = scope
+                await self._send(message)
+        finally:
+            self.sending_since = 0.0
+            self._in_flight = None
+        return not scope.cancelled_caught
