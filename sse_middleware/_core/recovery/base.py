@@ -9,7 +9,7 @@ the answer by, and which part is still open. A :class:`Splicer` is made for one 
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ..dialects import Dialect
 from .common import TEXT_KINDS, Failure, Matcher, Read, Usage
@@ -123,3 +123,16 @@ class Splicer:
         """(input, output) tokens of the failed attempts, to add to this one's usage."""
         inputs = sum(u.input if u.input is not None else (final_input or 0) for u in self._earlier)
         return inputs, sum(u.output_or_estimate() for u in self._earlier)
+
+    def summed(self, usage: dict[str, Any], input_key: str, output_key: str) -> dict[str, Any]:
+        """A usage object (its input and output counts under these keys, and ``total_tokens``) with the
+        failed attempts' tokens added: what the client is billed for. Unchanged when either count is
+        missing."""
+        own_in, own_out = usage.get(input_key), usage.get(output_key)
+        self.usage.input, self.usage.output = own_in, own_out
+        if not isinstance(own_in, int) or not isinstance(own_out, int):
+            return usage
+        inputs, outputs = self.earlier(own_in)
+        total = {**usage, input_key: own_in + inputs, output_key: own_out + outputs}
+        total["total_tokens"] = total[input_key] + total[output_key]
+        return total

@@ -99,7 +99,7 @@ class ChatSplicer(Splicer):
             out["choices"] = kept
         usage = out.get("usage")
         if isinstance(usage, dict):
-            out["usage"] = self._usage(usage)
+            out["usage"] = self.summed(usage, "prompt_tokens", "completion_tokens")
         return [event.raw if out == obj else write(out)]
 
     def _choice(self, choice: Any) -> dict[str, Any] | Failure | None:
@@ -135,13 +135,3 @@ class ChatSplicer(Splicer):
         ):
             return None
         return {**choice, "delta": delta}
-
-    def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        self.usage.input, self.usage.output = prompt, completion
-        if not isinstance(prompt, int) or not isinstance(completion, int):
-            return usage
-        inputs, outputs = self.earlier(prompt)
-        summed = {**usage, "prompt_tokens": prompt + inputs, "completion_tokens": completion + outputs}
-        summed["total_tokens"] = summed["prompt_tokens"] + summed["completion_tokens"]
-        return summed

@@ -104,15 +104,5 @@ class ResponsesSplicer(Splicer):
             out["response"] = response = {**response, "id": self._id}
         usage = response.get("usage") if isinstance(response, dict) else None
         if isinstance(response, dict) and isinstance(usage, dict):
-            response["usage"] = self._usage(usage)
+            response["usage"] = self.summed(usage, "input_tokens", "output_tokens")
         return [write(out, name)]
-
-    def _usage(self, usage: dict[str, Any]) -> dict[str, Any]:
-        own_in, own_out = usage.get("input_tokens"), usage.get("output_tokens")
-        self.usage.input, self.usage.output = own_in, own_out
-        if not isinstance(own_in, int) or not isinstance(own_out, int):
-            return usage
-        inputs, outputs = self.earlier(own_in)
-        summed = {**usage, "input_tokens": own_in + inputs, "output_tokens": own_out + outputs}
-        summed["total_tokens"] = summed["input_tokens"] + summed["output_tokens"]
-        return summed
