@@ -257,7 +257,8 @@ class _Follow:
                         self.events += len(entries)
                         last_write = time.monotonic()
                     elif time.monotonic() - last_write >= beat:
-                        await self._body(comment(settings.heartbeat_comment))
+                        # A resumed client has an event id (its Last-Event-ID): no blank line.
+                        await self._body(comment(settings.heartbeat_comment, blank_line=False))
                         last_write = time.monotonic()
                     if end is not None:
                         self.complete = end

@@ -131,7 +131,9 @@ class StreamTimers:
             if what is Due.FLUSH:
                 written = await writer.flush_due(now, until)
             else:
-                written = await writer.heartbeat(comment(self._settings.heartbeat_comment), now, until)
+                ids = writer.pipe.ids or (writer.log is not None and writer.log.events > 0)
+                beat = comment(self._settings.heartbeat_comment, blank_line=not ids)
+                written = await writer.heartbeat(beat, now, until)
         except OSError:
             self._ends.client_left(cancel_app=False)  # ASGI >= 2.4: the app hears it at its next send
             return

@@ -22,7 +22,7 @@ from .errors import ErrorInfo
 from .lines import CR
 from .observer import StreamObserver
 from .output_check import OutputCheck
-from .sse import Framer
+from .sse import Framer, has_id_line
 from .wire import TEXT, Envelope
 
 
@@ -57,11 +57,21 @@ class Pipeline:
         self.check = check
         self.fault = False  # the output check ruled the stream out: it ends after what was returned
         self.mid_event = False  # the wire is inside an event (a huge one forwarded in pieces)
+        self._first: bytes | None = None  # the start of the first events: see ids
         # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
         # (None: a pass-through stream whose telemetry would find the last event's answers again).
         self._lane: tuple[Spliced, Coalescer[Any, Envelope] | None] | None = None
         if observer is not None and not self.dialect.detecting:
             observer.dialect(self.dialect.provider, self.dialect.operation)
+
+    @property
+    def ids(self) -> bool:
+        """Whether the stream's events set ids: a heartbeat then drops its blank line (see
+        :func:`.sse.comment`). Told by the first events, looked at only when asked (a heartbeat): an
+        app that names its events does so from the first, and a search of every event would cost about
+        what a token's whole trip does."""
+        first = self._first
+        return first is not None and has_id_line(first)
 
     def feed(self, body: bytes, now: float) -> list[bytes]:
         """App bytes -> frames to send now."""
@@ -95,6 +105,8 @@ class Pipeline:
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
         blob = framer.feed(body)
+        if self._first is None and blob:
+            self._first = blob[:512]
         if self.mid_event or framer.pending > self._max_event:
             # Too large to hold (or already half on the wire): forward as it arrives, merge nothing.
             rest = framer.take()

@@ -178,10 +178,22 @@ def retry_only(ms: int) -> bytes:
     return b"retry: %d\n\n" % ms
 
 
-def comment(text: str) -> bytes:
-    """A comment frame: ignored by every client, keeps proxies from timing the connection out."""
+def comment(text: str, *, blank_line: bool = True) -> bytes:
+    """A comment frame: ignored by every client, keeps proxies from timing the connection out.
+
+    ``blank_line=False``: the comment line alone, for a stream that has carried an event id. A blank
+    line there dispatches an event in clients that keep the last event id from event to event, as the
+    spec asks, but dispatch on it too (openai-python hands its caller an empty event, which the SDK then
+    fails to parse as JSON); the spec's own parsers ignore a lone comment line either way. Without ids the
+    blank line stays: a reader that splits the body on blank lines sees the comment as its own block."""
     _check_line("comment", text)
-    return f": {text}\n\n".encode() if text else b":\n\n"
+    line = f": {text}\n".encode() if text else b":\n"
+    return line + b"\n" if blank_line else line
+
+
+def has_id_line(blob: bytes) -> bool:
+    """Whether the whole events in ``blob`` set an event id (a line that starts ``id:``)."""
+    return blob.startswith(b"id:") or b"\nid:" in blob or b"\rid:" in blob
 
 
 def _check_line(what: str, value: str) -> None:

@@ -135,3 +135,47 @@ async def test_httpx_asgi_transport_sees_heartbeats() -> None:
     body = await fetch(0.08)
     assert b": ping\n\n" in body and b"data: hello\n\n" in body
     assert b": ping" not in await fetch(0)  # control
+
+
+# -- Streams with event ids: one comment line, no blank line -------------------------------------------
+# openai-python's decoder (a real client, the oracle here) keeps the last event id and then dispatches an
+# event for every blank line; its SDK fails to parse that empty event as JSON.
+
+
+def _decoded(data: bytes) -> list[str]:
+    from openai._streaming import SSEDecoder
+
+    return [sse.data for sse in SSEDecoder().iter_bytes(iter([data]))]
+
+
+IDS = (b"id: 1\ndata: a\n\n", 0.35, b"id: 2\ndata: b\n\n")
+IDS_CR = (b"id: 1\rdata: a\r\r", 0.35, b"data: b\r\r")
+NO_IDS = (b"data: valid: yes\nid\n\n", 0.35, b"data: b\n\n")  # "id:" inside a value; a bare "id" sets none
+
+
+@pytest.mark.parametrize("steps", [IDS, IDS_CR], ids=["lf", "cr"])
+async def test_after_an_id_a_heartbeat_is_one_comment_line(steps: tuple[Any, ...]) -> None:
+    ours = Wire()
+    await run_all((5, mw(Script(steps), heartbeat_interval=0.1), ours))
+    assert _decoded(ours.data) == ["a", "b"]  # no empty event between them
+    beats = [m["body"] for m in ours.messages[1:] if m["body"].startswith(b":")]
+    assert beats and set(beats) == {b": ping\n"}
+    # Control: the same heartbeats with their blank line make the decoder dispatch empty events.
+    assert "" in _decoded(ours.data.replace(b": ping\n", b": ping\n\n"))
+
+
+async def test_our_own_resume_ids_count_and_before_any_id_the_blank_line_stays() -> None:
+    steps = (0.35, b"data: a\n\n", 0.35, b"data: b\n\n")
+    ours = Wire()
+    await run_all((5, mw(Script(steps), heartbeat_interval=0.1, resume=True), ours))
+    beats = [m["body"] for m in ours.messages[1:] if m["body"].startswith(b":")]
+    first = ours.data.index(b"data: a")
+    assert b": ping\n\n" in ours.data[:first] and b": ping\n\n" not in ours.data[first:]  # ids from "a" on
+    assert b": ping\n" in beats and _decoded(ours.data) == ["a", "b"]
+
+
+async def test_without_ids_a_heartbeat_keeps_its_blank_line() -> None:
+    ours = Wire()
+    await run_all((5, mw(Script(NO_IDS), heartbeat_interval=0.1), ours))
+    beats = [m["body"] for m in ours.messages[1:] if m["body"].startswith(b":")]
+    assert beats and set(beats) == {b": ping\n\n"}  # a reader splitting on blank lines sees its own block

@@ -156,6 +156,8 @@ async def test_follows_the_live_log_in_order_exactly_once_with_heartbeats(store_
         sent[1:]
     )
     assert client.comments() and client.complete
+    beats = [m["body"] for m in client.messages[1:] if m["body"].startswith(b":")]
+    assert beats and set(beats) == {b": ping\n"}  # the client has an id: no blank line (see sse.comment)
     # Control: heartbeats off, the same silence sends none.
     quiet, _ = middleware(store_url)
     log, _ = await produce(quiet, 1, end=None)
