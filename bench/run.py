@@ -31,7 +31,7 @@ MODES: dict[str, dict[str, Any]] = {
         "server_reps": 1,
         "ttft_users": 200,
         "ttft_window": 3.0,
-        "ttft_reps": 1,
+        "ttft_reps": 3,  # interleaved A/B: raw's own run-to-run spread is reported beside the difference
         "idle_streams": 2000,
         "hb_window": 2.0,
         "settle": 0.7,
@@ -147,6 +147,7 @@ def run(mode: str, plots: bool) -> dict[str, Any]:
             result["ttft_added_ms"] = {
                 q: round(tt["middleware"][q] - tt["raw"][q], 3) for q in ("p50", "p99")
             }
+            result["ttft_raw_spread_ms"] = tt["raw"]["spread"]
         result["traces"] = {n: server.trace(port, n, 100.0, 150) for n in ttft_names}
     foreign["server"] = round(window.cores(), 3)
 

@@ -278,7 +278,14 @@ def ttft(
                 f"({r['n']} streams, server CPU {r['server_cpu']:.0%}, "
                 f"foreign {r['foreign_cores']:.2f} cores)"
             )
-    return {n: {k: round(statistics.median(v), 3) for k, v in d.items()} for n, d in per.items()}
+    out: dict[str, Any] = {}
+    for n, d in per.items():
+        out[n] = {k: round(statistics.median(v), 3) for k, v in d.items()}
+        # The interleaved runs themselves, and how far they spread: raw's own spread is what an added
+        # latency has to be read against (one window's p99 moves more than the middleware adds).
+        out[n]["runs"] = {q: [round(x, 3) for x in d[q]] for q in ("p50", "p99")}
+        out[n]["spread"] = {q: round(max(d[q]) - min(d[q]), 3) for q in ("p50", "p99")}
+    return out
 
 
 def trace(port: int, name: str, rate: float, tokens: int) -> list[tuple[float, int]]:
