@@ -87,7 +87,10 @@ class Writer(WatchedWrites, LastWrites):
         """The app's body, on a stream without guards: into the pipeline, and what comes out to the
         client. The lock is taken before the frame is made, not just around the send: a flush of the
         watcher's that waited for a slow client must not overtake text this send hands the pipeline."""
-        body = message.get("body", b"")
+        try:  # a subscript, not get(): no method call per token (both keys are optional in ASGI)
+            body = message["body"]
+        except KeyError:
+            body = b""
         if type(body) is not bytes:
             body = body_bytes(body)
         lock, pipe = self.lock, self.pipe
@@ -103,7 +106,11 @@ class Writer(WatchedWrites, LastWrites):
                     await self.frame(b"".join(out), now)
                 self._ends.end(self._ends.invalid_output())
                 return
-            if not message.get("more_body", False):
+            try:
+                more = message["more_body"]
+            except KeyError:
+                more = False
+            if not more:
                 out.extend(pipe.close())
                 await self.final(b"".join(out))
                 return

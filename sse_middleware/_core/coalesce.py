@@ -268,7 +268,11 @@ class Coalescer(Generic[K, E]):
     def _state_for(self, key: K) -> MarkdownState:
         """The markdown context of ``key``'s text (blocks and choices render separately). Bounded LRU."""
         states = self._states
-        state = states.pop(key, None) or MarkdownState()
+        state = states.pop(key, None)
+        if state is None:
+            # The first key of a stream that has sent nothing yet takes the state made with the
+            # coalescer (untouched: only text sent advances it), rather than a second one.
+            state = self._state if not states and self._last is None else MarkdownState()
         states[key] = state
         if len(states) > _MAX_STATES:
             del states[next(iter(states))]

@@ -61,6 +61,9 @@ class Pipeline:
         # While the next event may take feed()'s fast lane: the dialect that reads it, and the coalescer
         # (None: a pass-through stream whose telemetry would find the last event's answers again).
         self._lane: tuple[Spliced, Coalescer[Any, Envelope] | None] | None = None
+        # Whether the format reads nothing in an event (generic SSE): whole events then pass through
+        # feed() without being split, read or asked about.
+        self._opaque = False  # set by the first events (see _framed) or by detection
         if observer is not None and not self.dialect.detecting:
             observer.dialect(self.dialect.provider, self.dialect.operation)
 
@@ -95,6 +98,19 @@ class Pipeline:
                     return [body]  # sent as it came (a slow stream): the app's own bytes, not a rebuild
                 return self._frames(pieces)
             self._lane = None
+        elif self._opaque:
+            framer = self.framer
+            if framer is not None:
+                blob = framer.feed(body)
+                if blob is body and blob and not self.mid_event:  # whole events, nothing held: as they came
+                    observer = self.observer
+                    if observer is not None:  # as _observe() says of each event it reads nothing in
+                        if CR in blob or blob.count(b"\n\n") > 1:  # not _events()' usual single event
+                            for _ in _events(blob)[1:]:
+                                observer.chunk(now, True)
+                        observer.chunk(now, True)
+                    return [body]
+                return self._framed(framer, blob, now)
         out = self._read(body, now)
         self.dialect.forget()  # its last parse served this body's events: an idle stream keeps none
         return out
@@ -104,9 +120,13 @@ class Pipeline:
         framer = self.framer
         if framer is None:  # text/plain or NDJSON
             return self._feed_bytes(body, now)
-        blob = framer.feed(body)
-        if self._first is None and blob:
+        return self._framed(framer, framer.feed(body), now)
+
+    def _framed(self, framer: Framer, blob: bytes, now: float) -> list[bytes]:
+        """:meth:`_read` once the framer has given the whole events so far (``blob``)."""
+        if self._first is None and blob:  # the first events: see ids; the opaque lane from the next
             self._first = blob[:512]
+            self._opaque = self._reads_nothing(self.dialect)
         if self.mid_event or framer.pending > self._max_event:
             # Too large to hold (or already half on the wire): forward as it arrives, merge nothing.
             rest = framer.take()
@@ -221,10 +241,22 @@ class Pipeline:
         self.dialect = found
         if not found.merges:
             self.coalescer = None
+        self._opaque = self._reads_nothing(found)
         if self.observer is not None:
             self.observer.dialect(found.provider, found.operation)
             self._record_info(found, blob)
         return found
+
+    def _reads_nothing(self, dialect: Dialect) -> bool:
+        """Whether ``dialect`` merges nothing and says the same of every event (content, no info), on a
+        stream whose events are not checked: :meth:`feed` need not split its bodies."""
+        kind = type(dialect)
+        return (
+            not dialect.merges
+            and self.check is None
+            and kind.content is Dialect.content
+            and kind.wants_info is Dialect.wants_info
+        )
 
     def _observe(self, dialect: Dialect, raw: bytes, now: float) -> None:
         observer = self.observer

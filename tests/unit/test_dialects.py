@@ -412,6 +412,78 @@ def test_fast_paths_agree_with_the_full_parse(text: str, index: int, with_usage:
         assert fast == slow and (fast is not None or (not text and make is OpenAIChat))
 
 
+_SCALARS_ST = st.lists(
+    st.sampled_from(
+        [
+            '"object":"chat.completion.chunk"',
+            '"created":1',
+            '"usage":null',
+            '"usage":1',
+            '"usage":"x"',
+            '"usage":0',
+            '"choices":null',
+            '"id":true',
+            '"model":"m\x01"',
+            '"n":-2',
+        ]
+    ),
+    max_size=3,
+)
+_DELTAS_ST = st.sampled_from(
+    [
+        "{}",
+        '{"role":"assistant"}',
+        '{"role":"assistant","content":""}',
+        '{"content":""}',
+        '{"role":"tool","content":""}',
+        '{"content":"x"}',
+        '{"role":"assistant","content":"x"}',
+        '{"role":"","content":""}',
+        '{"content":"","role":"assistant"}',
+    ]
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    _SCALARS_ST,
+    _SCALARS_ST,
+    _DELTAS_ST,
+    st.sampled_from(["null", '"stop"', '"x\x02"']),
+    st.booleans(),
+    st.sampled_from(["data: ", "data:"]),
+)
+def test_bare_chunks_read_without_a_parse_as_the_parse_reads_them(
+    head: list[str], tail: list[str], delta: str, finish: str, logprobs: bool, field: str
+) -> None:
+    """A role chunk, a finish chunk or ``[DONE]`` in the compact shape is answered without a parse (no
+    delta in it); every variation of that shape (usage, a second choices or id, a control character that
+    makes it invalid JSON, a delta with text) gets what the full parse gives."""
+    lp = ',"logprobs":null' if logprobs else ""
+    body = (
+        "".join(h + "," for h in head)
+        + f'"choices":[{{"index":0,"delta":{delta}{lp},"finish_reason":{finish}}}]'
+    )
+    chunk = (field + '{"id":"c1",' + body + "".join("," + t for t in tail) + "}\n\n").encode()
+    for data in (chunk, field.encode() + b"[DONE]\n\n"):
+        parses: list[bytes | str] = []
+
+        def counting(data: bytes | str, parses: list[bytes | str] = parses) -> Any:
+            parses.append(data)
+            return wire.loads(data)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(dialect_base, "loads", counting)
+            fast = OpenAIChat().delta(data)
+            parsed = bool(parses)
+            mp.setattr(openai_chat, "_BARE", re.compile(b"(?!)"))  # the content regex stays: its own test
+            slow = OpenAIChat().delta(data)
+        assert fast == slow
+        usual = delta in ("{}", '{"role":"assistant","content":""}') and "x" not in finish
+        if data.endswith(b"[DONE]\n\n") or (usual and not any("x" in h for h in head + tail)):
+            assert not parsed  # the usual first and last events take the regex (the test is not vacuous)
+
+
 def test_fast_path_refuses_what_must_not_merge() -> None:
     d = OpenAIChat()
     with_finish = raw(openai_chunk("x")).replace(b'"finish_reason":null', b'"finish_reason":"stop"')

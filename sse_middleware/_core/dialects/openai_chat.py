@@ -47,6 +47,15 @@ _FAST: Final = re.compile(
     rb'"choices":\[\{"index":(\d+),"delta":\{"content":"((?:[^"\\\r\n]|\\.)*)"\}'
     rb'(?:,"logprobs":null)?,"finish_reason":null\}\](?:,' + _SCALAR + rb")*\}\n\n"
 )
+# The same compact shape with no text to merge: a role chunk (``"role"`` and an empty ``"content"``), a
+# finish chunk, and ``[DONE]``. The full read finds no delta in any event it matches (nothing but a role
+# and an empty content in the delta, or a finish reason), so it answers for the parse on a stream's first
+# and last events.
+_BARE: Final = re.compile(
+    rb'data: ?(?:\[DONE\]|\{"id":"[^"\\\r\n]*",(?:' + _SCALAR + rb",)*"
+    rb'"choices":\[\{"index":\d+,"delta":\{(?:"role":"[^"\\\r\n]*"(?:,"content":"")?|"content":"")?\}'
+    rb'(?:,"logprobs":null)?,"finish_reason":(?:null|"[^"\\\r\n]*")\}\](?:,' + _SCALAR + rb")*\})\n\n"
+)
 _TEXT_KINDS: Final = ("content", "reasoning_content", "reasoning")
 _FIELDS: Final = {name: string_field(name.encode()) for name in (*_TEXT_KINDS, "arguments")}
 _TOOL_KEYS: Final = frozenset(("index", "id", "type", "function"))
@@ -190,11 +199,15 @@ class OpenAIChat(Spliced):
                     self._names[(choice.get("index"), call["index"])] = name
 
     def read(self, raw: bytes) -> Delta | None:
-        fast = _FAST.fullmatch(raw)
-        if fast is not None:
-            found = matched(fast, (fast.group(1).decode(), int(fast.group(2)), None, "content"))
-            if found is not None:
-                return found
+        # find(), not `in` (see content()); a regex that fails costs as much as one that matches.
+        if raw.find(b'"delta":{"content":"') >= 0:
+            fast = _FAST.fullmatch(raw)
+            if fast is not None:
+                found = matched(fast, (fast.group(1).decode(), int(fast.group(2)), None, "content"))
+                if found is not None:
+                    return found
+        elif raw is not self._parsed_raw and _BARE.fullmatch(raw) is not None:
+            return None  # what the parse finds; an event parsed already (for telemetry) is read from it
         obj = self.data_object(raw)
         if obj is None or obj.get("usage") or not _scalar(obj.get("id")):
             return None
