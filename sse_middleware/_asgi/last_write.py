@@ -113,8 +113,10 @@ class LastWrites(WriterState):
                 until = math.inf
                 if timeout:
                     now = self.sending_since = time.monotonic()
-                    if life.phase is Phase.CLOSING and self.watcher.running:
-                        self.watcher.want(now + timeout)
+                    watcher = self.watcher
+                    if life.phase is Phase.CLOSING and not watcher.stopped:
+                        if now + timeout < watcher.target:  # want()'s own test, inlined: seldom true
+                            watcher.want(now + timeout)
                     else:
                         until = now + timeout
                 trailers = complete and self._trailers and (life.ending or end.get("exception"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -63,15 +62,18 @@ class StreamingMiddleware:
             gap_sample_every=s.inter_chunk_sample_every,
         )
         self.relays = RelayMemory()  # routes proven to stream a JSON relay (see _core/dialects/relay.py)
-        self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
+        # Open streams, for a shutdown's drain. A plain set: each stream's teardown takes itself out (its
+        # lifecycle lets it go exactly once), with no weak reference made and dropped per stream.
+        self._open: set[Responder] = set()
         self._drain_at = math.inf
         self._watch = ShutdownWatch(self.begin_shutdown)
         self.resume = Resumption(
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
         self.chats = ChatResume(self.resume)
+        forget = self._open.discard
         self.shared = Shared(
-            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, self.forget
+            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, forget
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -119,6 +121,3 @@ class StreamingMiddleware:
             responder.drain(max(0.0, self._drain_at - time.monotonic()))
         else:
             self._watch.install()
-
-    def forget(self, responder: Responder) -> None:
-        self._open.discard(responder)

@@ -42,7 +42,6 @@ class Responder:
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
     __slots__ = (
-        "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
         "_peek",
         "_run",
         "_send",
@@ -149,7 +148,7 @@ class Responder:
             if message["type"] == "http.disconnect":
                 stream.client_left(cancel_app=False)  # the app heard it: what it does next is its own
             else:
-                stream.listener.listen_if_needed()  # the app read its body, or stopped listening itself
+                stream.listen_if_needed()  # the app read its body, or stopped listening itself
         return message
 
     # -- send: what the app writes -------------------------------------------------------------------

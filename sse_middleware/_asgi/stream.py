@@ -34,7 +34,7 @@ from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings
 from .._types import Message, Send
-from .disconnect import ClientWatch, Listener
+from .disconnect import ClientWatch, Listener, hide_disconnects
 from .guards import Guard, GuardRunner
 from .recovery import Plan, Recovering
 from .stream_timers import StreamTimers
@@ -58,10 +58,12 @@ class Stream:
     __slots__ = (
         "__weakref__",  # the parts' link back (a proxy: see the module's docstring)
         "_forget",
+        "_me",
         "body",
+        "client_watch",
         "guards",
         "life",
-        "listener",
+        "may_listen",
         "pipe",
         "recovering",
         "settings",
@@ -88,6 +90,7 @@ class Stream:
         recovery: Plan | None = None,
     ) -> None:
         me = weakref.proxy(self)
+        self._me = me  # the one proxy the parts get, the lazy ones included
         self.life = life
         self._forget: Callable[[], object] | None = forget
         self.settings = settings
@@ -108,7 +111,8 @@ class Stream:
             log,
         )
         self.timers: StreamTimers | None = None  # built when first asked: a short stream may never need them
-        self.listener = Listener(client_watch, self.watcher, life, me, may_listen)
+        self.client_watch = client_watch
+        self.may_listen = may_listen
         self.guards: GuardRunner | None = None
         self.body: Callable[[Message], Awaitable[None]] = self.writer.body
         if guards is not None:
@@ -120,7 +124,7 @@ class Stream:
             self.recovering = Recovering(recovery, settings, life, me, self.writer.clocks, telemetry)
             self.body = self.recovering.wrap(self.body)
         if log is not None:
-            self.listener.hide_disconnects()
+            hide_disconnects(client_watch, me)
             if chat_request is not None:
                 index = ChatIndex(pipe, log, chat_request, me)
                 if not index():
@@ -129,14 +133,26 @@ class Stream:
 
     def begin(self) -> None:
         """The response started: look after it (its first deadline, a listener if nobody else listens)."""
-        if self.listener.watch.gone:
+        if self.client_watch.gone:
             self.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
         writer = self.writer
         when = next_deadline(self.pipe.config, self.pipe, writer.clocks)  # no write is in flight yet
         if when != math.inf:  # none: no task, no timer
             writer.watcher.want(when)
-        self.listener.listen_if_needed()
+        self.listen_if_needed()
+
+    def listen_if_needed(self) -> None:
+        """Start a listener of ours if nobody would otherwise hear the client leave: the server says it
+        only on ``receive`` (``may_listen``) and the app does not listen itself (asked first, as it is
+        cheap; :class:`~.disconnect.Listener` is made only now)."""
+        if (
+            self.may_listen
+            and self.client_watch.can_listen()
+            and not self.watcher.listening
+            and self.life.phase is Phase.STREAMING
+        ):
+            self.watcher.listen(Listener(self.client_watch, self._me))
 
     # -- what the watcher asks (its owner: held weakly) ----------------------------------------------------
 
@@ -149,8 +165,8 @@ class Stream:
     def _timers(self) -> StreamTimers:
         timers = self.timers
         if timers is None:
-            me = weakref.proxy(self)
-            timers = self.timers = StreamTimers(self.life, self.writer, self.pipe.config, self.settings, me)
+            config = self.pipe.config
+            timers = self.timers = StreamTimers(self.life, self.writer, config, self.settings, self._me)
         return timers
 
     # -- the client ----------------------------------------------------------------------------------------
@@ -318,26 +334,29 @@ class Stream:
         """The one teardown, when the app's run is over (returned, raised or cancelled): whatever the
         stream still owes goes out, then nothing of ours outlives the response. Every await is shielded
         and bounded."""
-        self.watcher.stop()  # first: nothing of ours may hold the lock or write after this
-        guards = self.guards
-        if guards is not None:
-            guards.stop()
-        if self.watcher.has_child or guards is not None:  # a shielded scope only to wait for one
-            with anyio.CancelScope(shield=True):
-                await self.watcher.join()
-                if guards is not None:
-                    await guards.join()
-        life = self.life
-        if life.phase in LIVE:
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await self.finish(cancelled, failure or life.write_failure)
-        if self.telemetry is not None:  # ends once; here in case a last write was cut short
-            self.telemetry.end(time.monotonic(), client_disconnected=not life.connected)
-        log, self.writer.log = self.writer.log, None
-        if log is not None:  # a last write that never came: the log says the stream was cut
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await log.close(False)
-        life.let_go()
+        watcher, life = self.watcher, self.life
+        try:
+            if not watcher.stopped:  # stopped already when the app's final body let the stream go
+                watcher.stop()  # first: nothing of ours may hold the lock or write after this
+            guards = self.guards
+            if guards is not None:
+                guards.stop()
+            if watcher.has_child or guards is not None:  # a shielded scope only to wait for one
+                with anyio.CancelScope(shield=True):
+                    await watcher.join()
+                    if guards is not None:
+                        await guards.join()
+            if life.phase in LIVE:
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await self.finish(cancelled, failure or life.write_failure)
+            if self.telemetry is not None:  # ends once; here in case a last write was cut short
+                self.telemetry.end(time.monotonic(), client_disconnected=not life.connected)
+            log, self.writer.log = self.writer.log, None
+            if log is not None:  # a last write that never came: the log says the stream was cut
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await log.close(False)
+        finally:
+            life.let_go()  # whatever happened above: the middleware's set of open streams holds it
 
 
 class ChatIndex:

@@ -58,15 +58,15 @@ class Watcher:
         "_loop",
         "_owner",
         "_scope",
-        "_stopped",
         "_wait",
+        "stopped",
         "target",
     )
 
     def __init__(self, owner: Watched) -> None:
         self._owner = weakref.ref(owner)
         self.target = math.inf  # when to look next (read it; only want() and the watcher itself move it)
-        self._stopped = False
+        self.stopped = False  # read it; only stop() sets it: deadlines given to want() are no longer kept
         self._listener: Listen | None = None
         self._child: object | None = None  # the running task, if any
         self._done: anyio.Event | None = None  # set when the child ends
@@ -80,7 +80,7 @@ class Watcher:
     def want(self, when: float) -> None:
         """Make sure the stream is looked at by ``when``. Cheap when ``when`` is no earlier than what is
         already wanted: that is the per-token case."""
-        if when >= self.target or self._stopped:
+        if when >= self.target or self.stopped:
             return
         self.target = when
         if self._loop is not None:
@@ -92,17 +92,12 @@ class Watcher:
         # else the child is inside wake(): it reads target when it returns
 
     @property
-    def running(self) -> bool:
-        """Not stopped: deadlines given to :meth:`want` will be kept."""
-        return not self._stopped
-
-    @property
     def listening(self) -> bool:
         return self._listener is not None
 
     def listen(self, listener: Listen) -> None:
         """Run ``listener`` (until it returns) in the child, between wakes."""
-        if self._stopped:
+        if self.stopped:
             return
         self._listener = listener
         if self._child is None:
@@ -110,7 +105,7 @@ class Watcher:
 
     def stop(self) -> None:
         """No more wakes; the child (if any) ends at once. :meth:`join` waits for it."""
-        self._stopped = True
+        self.stopped = True
         self._listener = None  # a method of the stream's: kept, it would make the two a reference cycle
         if self._handle is not None:
             self._handle.cancel()
@@ -137,7 +132,7 @@ class Watcher:
 
     def _ring(self) -> None:
         self._handle = None
-        if self._stopped:
+        if self.stopped:
             return
         owner = self._owner()
         if owner is None:
@@ -162,7 +157,7 @@ class Watcher:
     async def _run(self) -> None:
         try:
             with anyio.CancelScope() as self._scope:
-                while not self._stopped:
+                while not self.stopped:
                     now = time.monotonic()
                     if self.target <= now + _SLACK:
                         self.target = math.inf  # want() may lower it again while wake() runs

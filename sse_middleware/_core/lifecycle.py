@@ -69,10 +69,6 @@ class LifecycleError(SSEMiddlewareError):
     hint: ClassVar[str] = "lifecycle_error"
 
 
-def _nothing() -> None:
-    return None
-
-
 class Lifecycle:
     """One response's phase, and whether the middleware ended it (``ours``: the app was cancelled by us,
     so its later writes go nowhere). The client's state (``client``), and why the middleware ends the
@@ -103,7 +99,7 @@ class Lifecycle:
         self.abandoned = False
         self.write_failure: Exception | None = None
         self._cancel_app = cancel_app
-        self._let_go: Callable[[], object] = _nothing
+        self._let_go: Callable[[], object] | None = None
 
     def _move(self, new: Phase) -> None:
         if new not in MOVES[self.phase]:
@@ -197,5 +193,6 @@ class Lifecycle:
 
     def let_go(self) -> None:
         """Idempotent. Forget the stream: called by the transitions above and by the host's teardown."""
-        let_go, self._let_go = self._let_go, _nothing
-        let_go()
+        let_go, self._let_go = self._let_go, None
+        if let_go is not None:
+            let_go()
