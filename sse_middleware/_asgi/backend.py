@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
+
+import anyio
+
+try:  # the class anyio.CancelScope(...) makes on asyncio, in every anyio 4
+    from anyio._backends._asyncio import CancelScope as _AsyncioScope
+except ImportError:  # pragma: no cover - an anyio laid out otherwise: its own constructor, always
+    _AsyncioScope = None  # type: ignore[assignment,misc,unused-ignore]
 
 Loop = asyncio.AbstractEventLoop
 
@@ -21,6 +29,20 @@ asyncio_loop: Final[Callable[[], Loop | None]] = asyncio._get_running_loop
 """The running asyncio loop, or None (trio, or no loop): the public ``get_running_loop`` raises and
 catches a ``RuntimeError`` where there is none, at each call. The function itself, not a wrapper: it is
 called for every stream."""
+
+
+def cancel_scope(deadline: float = math.inf) -> anyio.CancelScope:
+    """``anyio.CancelScope(deadline=deadline)``. On asyncio it is made by the backend's class itself:
+    anyio's constructor first asks sniffio which library runs, which costs more than the scope (made
+    once per request, and per write that may be cut)."""
+    if _AsyncioScope is not None and asyncio_loop() is not None:
+        return _AsyncioScope(deadline=deadline)
+    return anyio.CancelScope(deadline=deadline)
+
+
+def cancelled_class() -> type[BaseException]:
+    """``anyio.get_cancelled_exc_class()``, without its look-up of the running library on asyncio."""
+    return asyncio.CancelledError if asyncio_loop() is not None else anyio.get_cancelled_exc_class()
 
 
 def trio_module() -> Any | None:

@@ -31,6 +31,7 @@ from .._core.recovery import GiveUp
 from .._settings import StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
+from .backend import cancel_scope, cancelled_class
 from .disconnect import ClientWatch
 from .guards import request_guards
 from .recovery import Recovering, plan, recoverable_body
@@ -83,13 +84,13 @@ class Responder:
                         failure = exc
                     else:
                         escaped = exc
-                except anyio.get_cancelled_exc_class():
+                except cancelled_class():
                     await self._cancelled_from_outside()
                     raise
             recovering = self.stream.recovering if self.stream is not None else None
             if recovering is not None:
                 failure = await self._recover(app, recovering, failure)
-        except anyio.get_cancelled_exc_class():
+        except cancelled_class():
             cancelled = True
             raise
         finally:
@@ -119,7 +120,7 @@ class Responder:
                     await app(scope, recovering.receive_for(decision, self.receive), recovering.send)
                 except Exception as exc:
                     failure = exc
-                except anyio.get_cancelled_exc_class():
+                except cancelled_class():
                     await self._cancelled_from_outside()
                     raise
 
@@ -136,7 +137,7 @@ class Responder:
     async def receive(self) -> Message:
         try:
             message = await self.client_watch.receive()
-        except anyio.get_cancelled_exc_class():
+        except cancelled_class():
             stream = self.stream
             if stream is not None and stream.stopping:
                 await self._cancelled_from_outside()  # stopping: this is where Starlette's host task waits
@@ -259,14 +260,14 @@ class Run:
     __slots__ = ("scope",)
 
     def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
+        self.scope = cancel_scope()
 
     def cancel(self) -> None:
         self.scope.cancel()
 
     def again(self) -> anyio.CancelScope:
         """A new scope for a re-run of the app."""
-        self.scope = anyio.CancelScope()
+        self.scope = cancel_scope()
         return self.scope
 
 

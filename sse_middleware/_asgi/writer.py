@@ -30,6 +30,7 @@ from .._core.deadlines import Clocks
 from .._core.lifecycle import Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._types import Message, Send
+from .backend import cancel_scope
 from .last_write import LastWrites
 from .watcher import Watcher, scope_time
 from .write_lock import Ends, WriteLock, body_bytes, body_frame
@@ -199,7 +200,7 @@ class Writer(WatchedWrites, LastWrites):
             if until == math.inf and self._tell_stuck_at:
                 self.watcher.want(now + self.timeout)
         try:
-            with anyio.CancelScope(deadline=scope_time(until)) as scope:
+            with cancel_scope(scope_time(until)) as scope:
                 self._in_flight = scope
                 await self._send(message)
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
