@@ -70,7 +70,7 @@ class StreamingMiddleware:
         self.resume = Resumption(
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
-        self.chats = ChatResume(self.resume)
+        self.chats = ChatResume(self.resume) if s.resume else None  # no chat's resume without resume
         forget = self._open.discard
         self.shared = Shared(
             s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, forget
@@ -82,7 +82,7 @@ class StreamingMiddleware:
             position = self.resume.wanted(scope)
             if position is not None and await self.resume.answer(scope, receive, send, position):
                 return  # a resumed stream, answered from its log: the app never sees it
-            if self.chats.wanted(scope):
+            if self.chats is not None and self.chats.wanted(scope):
                 answered, send = await self.chats.answer(scope, receive, send)
                 if answered:
                     return  # the AI SDK's resume of a chat's stream (or its stop)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Final
 
 import anyio
@@ -28,12 +28,12 @@ from .._core import headers
 from .._core.deadlines import FINALIZE_SECONDS
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.recovery import GiveUp
-from .._settings import StreamingSettings, effective
+from .._settings import SCOPE_KEY, StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .backend import cancel_scope, cancelled_class
 from .disconnect import ClientWatch
-from .guards import request_guards
+from .guards import Guard, request_guards
 from .recovery import Recovering, plan, recoverable_body
 from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
@@ -193,8 +193,13 @@ class Responder:
             await stream.writer.untouched(message)
 
     async def _start(self, message: Message) -> None:
-        extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
-        settings = effective(self.settings, self.scope)  # a bad override: the app's error, before the start
+        extra: Sequence[Guard] = ()
+        settings: StreamingSettings | None = self.settings
+        if self.scope.get(SCOPE_KEY):  # the request's own guards or settings (most have neither)
+            extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
+            settings = effective(
+                self.settings, self.scope
+            )  # a bad override: the app's error, before the start
         kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
         if kind is None or settings is None:
             self._peek = None

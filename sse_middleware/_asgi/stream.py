@@ -296,7 +296,7 @@ class Stream:
             guards = self.guards
             if guards is not None:
                 guards.stop()
-            if watcher.has_child or guards is not None:  # a shielded scope only to wait for one
+            if watcher.child is not None or guards is not None:  # a shielded scope only to wait for one
                 with anyio.CancelScope(shield=True):
                     await watcher.join()
                     if guards is not None:

@@ -51,7 +51,6 @@ class Watcher:
     is held weakly: it holds the watcher."""
 
     __slots__ = (
-        "_child",
         "_done",
         "_handle",
         "_listener",
@@ -59,6 +58,7 @@ class Watcher:
         "_owner",
         "_scope",
         "_wait",
+        "child",
         "stopped",
         "target",
     )
@@ -68,7 +68,7 @@ class Watcher:
         self.target = math.inf  # when to look next (read it; only want() and the watcher itself move it)
         self.stopped = False  # read it; only stop() sets it: deadlines given to want() are no longer kept
         self._listener: Listen | None = None
-        self._child: object | None = None  # the running task, if any
+        self.child: object | None = None  # the running task, if any (read it; only the watcher sets it)
         self._done: anyio.Event | None = None  # set when the child ends
         self._scope: anyio.CancelScope | None = None  # the child's whole body
         self._wait: anyio.CancelScope | None = None  # the child's wait (listener; trio: its sleep)
@@ -85,7 +85,7 @@ class Watcher:
         self.target = when
         if self._loop is not None:
             self._arm(when)
-        elif self._child is None:
+        elif self.child is None:
             self._spawn()
         elif self._wait is not None:
             self._wait.deadline = scope_time(when)
@@ -100,7 +100,7 @@ class Watcher:
         if self.stopped:
             return
         self._listener = listener
-        if self._child is None:
+        if self.child is None:
             self._spawn()
 
     def stop(self) -> None:
@@ -113,13 +113,8 @@ class Watcher:
         if self._scope is not None:
             self._scope.cancel()
 
-    @property
-    def has_child(self) -> bool:
-        """A child task runs: :meth:`join` would wait for it."""
-        return self._done is not None and self._child is not None
-
     async def join(self) -> None:
-        if self._done is not None and self._child is not None:
+        if self._done is not None and self.child is not None:
             await self._done.wait()
 
     # -- asyncio: a timer handle that peeks ----------------------------------------------------------
@@ -142,7 +137,7 @@ class Watcher:
         self.target = target
         if target > now + _SLACK:
             self._arm(target)  # nothing due yet (the app's sends took care of it): look again then
-        elif self._child is None:
+        elif self.child is None:
             self._spawn()
         elif self._wait is not None:
             self._wait.cancel()  # the listener waits on receive: interrupt it for the work that is due
@@ -152,7 +147,7 @@ class Watcher:
 
     def _spawn(self) -> None:
         self._done = anyio.Event()
-        self._child = spawn_child(self._run, "sse_middleware watcher", self._loop)
+        self.child = spawn_child(self._run, "sse_middleware watcher", self._loop)
 
     async def _run(self) -> None:
         try:
@@ -182,7 +177,7 @@ class Watcher:
             logger.exception("the stream watcher failed; the stream goes on without it")
         finally:
             self._scope = self._wait = None
-            self._child = None
+            self.child = None
             if self._done is not None:
                 self._done.set()
 
