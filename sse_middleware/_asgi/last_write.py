@@ -15,7 +15,7 @@ from .._core.deadlines import FINALIZE_SECONDS
 from .._core.errors import logger
 from .._core.lifecycle import Phase
 from .._types import Message
-from .backend import cancel_scope
+from .backend import cancel_scope, cuttable
 from .watcher import scope_time
 from .write_lock import BODY, WriterState
 
@@ -121,8 +121,8 @@ class LastWrites(WriterState):
                     else:
                         until = now + timeout
                 trailers = complete and self._trailers and (life.ending or end.get("exception"))
-                deadline = until if until == math.inf else scope_time(until)
-                with cancel_scope(deadline) as scope:
+                # No deadline (the watcher cuts it): no scope either, on asyncio (see backend.cuttable).
+                with cuttable(until if until == math.inf else scope_time(until)) as scope:
                     self._in_flight = scope
                     await self._send({"type": BODY, "body": data, "more_body": not complete})
                     if trailers:
