@@ -79,8 +79,9 @@ class StreamingMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            position = self.resume.wanted(scope)
-            if position is not None and await self.resume.answer(scope, receive, send, position):
+            resume = self.resume
+            position = resume.wanted(scope) if resume.answers else None
+            if position is not None and await resume.answer(scope, receive, send, position):
                 return  # a resumed stream, answered from its log: the app never sees it
             if self.chats is not None and self.chats.wanted(scope):
                 answered, send = await self.chats.answer(scope, receive, send)
