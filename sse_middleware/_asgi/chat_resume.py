@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import MutableMapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 
@@ -35,11 +35,23 @@ from .._resume.store import StoreError
 from .._types import Message, Send
 from .resume import STORE_SECONDS, Resumption
 
+if TYPE_CHECKING:
+    from .._core.pipeline import Pipeline
+    from .._resume.log import StreamLog
+
 _METHODS: Final = frozenset(("GET", "DELETE"))
 _UI_HEADER: Final = (b"x-vercel-ai-ui-message-stream", b"v1")
 _SSE: Final = (b"content-type", b"text/event-stream")
 NO_CONTENT: Final[Message] = {"type": "http.response.start", "status": 204, "headers": []}
 _EMPTY: Final[Message] = {"type": "http.response.body", "body": b"", "more_body": False}
+
+ChatRequest = tuple[bytes, bytes, bytes]  # (path, caller, body) of the POST that started a chat's stream
+
+
+class Stoppable(Protocol):
+    """What a chat's ``DELETE`` asks of its stream."""
+
+    def end_on_delete(self) -> None: ...
 
 
 class ChatResume:
@@ -111,3 +123,31 @@ class _NoContentFor404:
             await self._send(message)
         elif kind == "http.response.body" and not message.get("more_body", False):
             await self._send(_EMPTY)
+
+
+class ChatIndex:
+    """The producer's side: a resumable stream started by a POST to ``path`` with ``body``. Once the
+    stream is known to be the AI SDK's UI message stream (hinted at its start, or detected from its first
+    part), its log is indexed by the body's chat id (see :mod:`.._core.chat`); then a ``DELETE`` of it
+    ends the stream (its ``end_on_delete``). Called by the writer after each frame the log takes, until
+    it returns True. ``stream``: a weak proxy (the stream holds its writer, which holds this)."""
+
+    __slots__ = ("_log", "_pipe", "_request", "_stream")
+
+    def __init__(self, pipe: Pipeline, log: StreamLog, request: ChatRequest, stream: Stoppable) -> None:
+        self._pipe = pipe
+        self._log = log
+        self._request = request
+        self._stream = stream
+
+    def __call__(self) -> bool:
+        """Index the log if the format is known by now; whether that question is settled."""
+        dialect = self._pipe.dialect
+        if dialect.detecting:
+            return False
+        path, who, body = self._request
+        ident = chat.chat_id(body) if dialect.chat_resume else None
+        if ident is not None:
+            self._log.index(chat.chat_key(path, ident, who))
+            self._log.on_stop(self._stream.end_on_delete)
+        return True

@@ -13,8 +13,8 @@ in flight: some servers (granian) answer a second, concurrent one with a false `
 that calls ``receive`` while our listener waits gets the listener's answer; whatever the listener read is
 kept for the app, disconnects included.
 
-Who acts: the stream (:class:`Listener`, which its watcher's task runs) starts the listener while the app
-does not listen itself; the responder only passes the app's ``receive`` through :meth:`ClientWatch.receive`.
+Who acts: the stream starts a :class:`Listener` (which its watcher's task runs) while the app does not
+listen itself; the responder only passes the app's ``receive`` through :meth:`ClientWatch.receive`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from typing import Protocol
 
 import anyio
 
-from .._core.lifecycle import Lifecycle, Phase
 from .._types import Message, Receive
-from .watcher import Watcher
 
 _KEEP = 16  # messages kept for an app that does not read them; a server has nothing more to say
 
@@ -115,45 +113,32 @@ class Leaves(Protocol):
 
 
 class Listener:
-    """A stream's disconnect listener, run by its watcher while the app does not listen itself.
-    ``stream``: a weak proxy (the stream holds this listener)."""
+    """A stream's disconnect listener, run by its watcher while the app does not listen itself. Made only
+    when it starts (see :meth:`.stream.Stream.listen_if_needed`): most apps listen themselves, so most
+    streams never make one. ``stream``: a weak proxy (the stream holds its watcher, which holds this)."""
 
-    __slots__ = ("_life", "_may_listen", "_stream", "_watcher", "watch")
+    __slots__ = ("_stream", "_watch")
 
-    def __init__(
-        self, watch: ClientWatch, watcher: Watcher, life: Lifecycle, stream: Leaves, may_listen: bool
-    ) -> None:
-        self.watch = watch
-        self._watcher = watcher
-        self._life = life
+    def __init__(self, watch: ClientWatch, stream: Leaves) -> None:
+        self._watch = watch
         self._stream = stream
-        self._may_listen = may_listen
 
-    def listen_if_needed(self) -> None:
-        """Start our listener if nobody would otherwise hear the client leave."""
-        if (
-            self._may_listen
-            and not self._watcher.listening
-            and self._life.phase is Phase.STREAMING
-            and self.watch.can_listen()
-        ):
-            self._watcher.listen(self._listen)
-
-    async def _listen(self) -> None:
-        watch = self.watch
+    async def __call__(self) -> None:
+        watch = self._watch
         if await watch.listen():  # the app did not hear it (unless it came back meanwhile)
-            self._tell(cancel_app=not watch.app_listening)
+            _tell(self._stream, cancel_app=not watch.app_listening)
 
-    def _tell(self, *, cancel_app: bool) -> None:
-        with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
-            self._stream.client_left(cancel_app=cancel_app)
 
-    def hide_disconnects(self) -> None:
-        """A resumable stream: the app goes on when its client leaves, and never hears of it."""
-        stream = self._stream  # not self: the watch is the responder's, kept past the stream's end
+def hide_disconnects(watch: ClientWatch, stream: Leaves) -> None:
+    """A resumable stream: the app goes on when its client leaves, and never hears of it. ``stream``: a weak
+    proxy (the watch is the responder's, kept past the stream's end)."""
 
-        def told() -> None:
-            with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
-                stream.client_left(cancel_app=False)
+    def told() -> None:
+        _tell(stream, cancel_app=False)
 
-        self.watch.hide_disconnects(told)
+    watch.hide_disconnects(told)
+
+
+def _tell(stream: Leaves, *, cancel_app: bool) -> None:
+    with contextlib.suppress(ReferenceError):  # the stream is over: nobody to tell
+        stream.client_left(cancel_app=cancel_app)

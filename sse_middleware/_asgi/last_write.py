@@ -15,6 +15,7 @@ from .._core.deadlines import FINALIZE_SECONDS
 from .._core.errors import logger
 from .._core.lifecycle import Phase
 from .._types import Message
+from .backend import cancel_scope, cuttable
 from .watcher import scope_time
 from .write_lock import BODY, WriterState
 
@@ -113,13 +114,15 @@ class LastWrites(WriterState):
                 until = math.inf
                 if timeout:
                     now = self.sending_since = time.monotonic()
-                    if life.phase is Phase.CLOSING and self.watcher.running:
-                        self.watcher.want(now + timeout)
+                    watcher = self.watcher
+                    if life.phase is Phase.CLOSING and not watcher.stopped:
+                        if now + timeout < watcher.target:  # want()'s own test, inlined: seldom true
+                            watcher.want(now + timeout)
                     else:
                         until = now + timeout
                 trailers = complete and self._trailers and (life.ending or end.get("exception"))
-                deadline = until if until == math.inf else scope_time(until)
-                with anyio.CancelScope(deadline=deadline) as scope:
+                # No deadline (the watcher cuts it): no scope either, on asyncio (see backend.cuttable).
+                with cuttable(until if until == math.inf else scope_time(until)) as scope:
                     self._in_flight = scope
                     await self._send({"type": BODY, "body": data, "more_body": not complete})
                     if trailers:
@@ -145,7 +148,7 @@ class LastWrites(WriterState):
         if self.timeout:
             self.sending_since = now
         try:
-            with anyio.CancelScope(deadline=scope_time(until)) as scope:
+            with cancel_scope(scope_time(until)) as scope:
                 self._in_flight = scope
                 await self._send(message)
         finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -63,24 +62,28 @@ class StreamingMiddleware:
             gap_sample_every=s.inter_chunk_sample_every,
         )
         self.relays = RelayMemory()  # routes proven to stream a JSON relay (see _core/dialects/relay.py)
-        self._open: weakref.WeakSet[Responder] = weakref.WeakSet()
+        # Open streams, for a shutdown's drain. A plain set: each stream's teardown takes itself out (its
+        # lifecycle lets it go exactly once), with no weak reference made and dropped per stream.
+        self._open: set[Responder] = set()
         self._drain_at = math.inf
         self._watch = ShutdownWatch(self.begin_shutdown)
         self.resume = Resumption(
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
-        self.chats = ChatResume(self.resume)
+        self.chats = ChatResume(self.resume) if s.resume else None  # no chat's resume without resume
+        forget = self._open.discard
         self.shared = Shared(
-            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, self.forget
+            s, self.core, self.telemetry, self.guards, self.relays, self.resume, self.track, forget
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            position = self.resume.wanted(scope)
-            if position is not None and await self.resume.answer(scope, receive, send, position):
+            resume = self.resume
+            position = resume.wanted(scope) if resume.answers else None
+            if position is not None and await resume.answer(scope, receive, send, position):
                 return  # a resumed stream, answered from its log: the app never sees it
-            if self.chats.wanted(scope):
+            if self.chats is not None and self.chats.wanted(scope):
                 answered, send = await self.chats.answer(scope, receive, send)
                 if answered:
                     return  # the AI SDK's resume of a chat's stream (or its stop)
@@ -119,6 +122,3 @@ class StreamingMiddleware:
             responder.drain(max(0.0, self._drain_at - time.monotonic()))
         else:
             self._watch.install()
-
-    def forget(self, responder: Responder) -> None:
-        self._open.discard(responder)

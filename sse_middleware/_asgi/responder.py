@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Final
 
 import anyio
@@ -28,11 +28,12 @@ from .._core import headers
 from .._core.deadlines import FINALIZE_SECONDS
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.recovery import GiveUp
-from .._settings import StreamingSettings, effective
+from .._settings import SCOPE_KEY, StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
+from .backend import cancel_scope, cancelled_class
 from .disconnect import ClientWatch
-from .guards import request_guards
+from .guards import Guard, request_guards
 from .recovery import Recovering, plan, recoverable_body
 from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
@@ -42,7 +43,6 @@ class Responder:
     """One HTTP response's state. Made per request by the middleware; never shared."""
 
     __slots__ = (
-        "__weakref__",  # the middleware keeps open streams in a WeakSet, to drain them at shutdown
         "_peek",
         "_run",
         "_send",
@@ -84,13 +84,13 @@ class Responder:
                         failure = exc
                     else:
                         escaped = exc
-                except anyio.get_cancelled_exc_class():
+                except cancelled_class():
                     await self._cancelled_from_outside()
                     raise
             recovering = self.stream.recovering if self.stream is not None else None
             if recovering is not None:
                 failure = await self._recover(app, recovering, failure)
-        except anyio.get_cancelled_exc_class():
+        except cancelled_class():
             cancelled = True
             raise
         finally:
@@ -120,7 +120,7 @@ class Responder:
                     await app(scope, recovering.receive_for(decision, self.receive), recovering.send)
                 except Exception as exc:
                     failure = exc
-                except anyio.get_cancelled_exc_class():
+                except cancelled_class():
                     await self._cancelled_from_outside()
                     raise
 
@@ -137,7 +137,7 @@ class Responder:
     async def receive(self) -> Message:
         try:
             message = await self.client_watch.receive()
-        except anyio.get_cancelled_exc_class():
+        except cancelled_class():
             stream = self.stream
             if stream is not None and stream.stopping:
                 await self._cancelled_from_outside()  # stopping: this is where Starlette's host task waits
@@ -149,7 +149,7 @@ class Responder:
             if message["type"] == "http.disconnect":
                 stream.client_left(cancel_app=False)  # the app heard it: what it does next is its own
             else:
-                stream.listener.listen_if_needed()  # the app read its body, or stopped listening itself
+                stream.listen_if_needed()  # the app read its body, or stopped listening itself
         return message
 
     # -- send: what the app writes -------------------------------------------------------------------
@@ -193,8 +193,13 @@ class Responder:
             await stream.writer.untouched(message)
 
     async def _start(self, message: Message) -> None:
-        extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
-        settings = effective(self.settings, self.scope)  # a bad override: the app's error, before the start
+        extra: Sequence[Guard] = ()
+        settings: StreamingSettings | None = self.settings
+        if self.scope.get(SCOPE_KEY):  # the request's own guards or settings (most have neither)
+            extra = request_guards(self.scope)  # not a setting: taken out before the overrides are read
+            settings = effective(
+                self.settings, self.scope
+            )  # a bad override: the app's error, before the start
         kind = headers.stream_kind(message.get("headers", ())) if settings is not None else None
         if kind is None or settings is None:
             self._peek = None
@@ -260,14 +265,14 @@ class Run:
     __slots__ = ("scope",)
 
     def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
+        self.scope = cancel_scope()
 
     def cancel(self) -> None:
         self.scope.cancel()
 
     def again(self) -> anyio.CancelScope:
         """A new scope for a re-run of the app."""
-        self.scope = anyio.CancelScope()
+        self.scope = cancel_scope()
         return self.scope
 
 

@@ -27,7 +27,16 @@ import anyio
 from .._core.deadlines import FINALIZE_SECONDS
 from .._core.errors import logger
 from .._core.headers import stream_headers
-from .._core.resume import Caller, Position, bind, default_caller, identity, last_event_id, new_stream
+from .._core.resume import (
+    Caller,
+    Position,
+    bind,
+    default_caller,
+    identity,
+    last_event_id,
+    new_stream,
+    parse_store_url,
+)
 from .._core.resume import same_caller as _same_caller
 from .._core.sse import comment
 from .._resume.log import StreamLog
@@ -76,6 +85,10 @@ class Resumption:
         self._rest_until = -math.inf
         self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
         self.stopping = False
+        # Whether a request may name a log this middleware can find (read it; set here and by open()):
+        # resume on, or a store other processes write to, or a stream that opened a log (resume on per
+        # request). Else no request's headers need a look: a memory store holds only this one's logs.
+        self.answers = settings.resume or parse_store_url(settings.resume_store).kind != "memory"
 
     @property
     def store(self) -> Store:
@@ -100,6 +113,7 @@ class Resumption:
         """
         if not settings.resume:
             return None
+        self.answers = True
         if time.monotonic() < self._rest_until:
             self._unavailable(scope)
             return None

@@ -80,7 +80,7 @@ class ShutdownWatch:
     def install(self) -> None:
         """Chain our handler in front of the current one, unless our link for this loop is already in the
         chain. Main thread only (Python runs signal handlers there, and only it may set them)."""
-        heads = _heads()
+        heads = (asyncio_loop(), *map(_raw_getsignal, _SIGNALS))  # _heads(), inlined: asked per stream
         if heads == self._heads:
             return  # nothing moved since we looked: the usual case, every stream after the first
         if threading.current_thread() is not threading.main_thread():

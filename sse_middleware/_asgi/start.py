@@ -27,11 +27,12 @@ from .._settings import StreamingSettings
 from .._telemetry.recorder import Telemetry
 from .._telemetry.request_model import BodyPeek
 from .._types import Message, Scope, Send
+from .chat_resume import ChatRequest
 from .disconnect import ClientWatch
 from .guards import Guard
 from .recovery import Plan
 from .resume import Resumption
-from .stream import ChatRequest, Stream
+from .stream import Stream
 
 if TYPE_CHECKING:
     from .._resume.log import StreamLog

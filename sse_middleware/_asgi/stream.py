@@ -1,11 +1,13 @@
-"""One streaming response, as the middleware ends it: why (an error, a stall, a shutdown, a client gone in
-a way the app cannot see), what the client is told, and the one teardown (:meth:`Stream.aclose`).
+"""One streaming response: the parts it is made of, what it does when its client leaves or stops reading,
+and the one teardown (:meth:`Stream.aclose`). Why the middleware ends a stream and what the client is
+told then is :mod:`.stream_end`'s; the AI SDK chat index is :mod:`.chat_resume`'s.
 
 Built ready to run by :mod:`.start`; the responder hands every body to :attr:`Stream.body`. Calls run one
 way, from the stream to its parts: the :class:`~.writer.Writer` (the client side: the per-token path, the
 only caller of the server's ``send``), the timers and their watcher, the guards, the disconnect listener.
 A part that must end the stream gets a narrow interface to it (a weak proxy: no part keeps it alive),
-never its pipeline, lock or clocks. The client's state and why the stream ended are the
+never its pipeline, lock or clocks. Parts a stream may never need (the timers, the listener) are made
+when first needed. The client's state and why the stream ended are the
 :class:`~.._core.lifecycle.Lifecycle`'s. The client side (writer, pipeline, the lifecycle's client
 state) holds nothing of one run of the app, so that another run could feed the same client.
 
@@ -25,16 +27,17 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._core import chat, errors, headers
+from .._core import headers
 from .._core.deadlines import FINALIZE_SECONDS, next_deadline
-from .._core.dialects.endings import CONTENT_FILTER
-from .._core.errors import ErrorInfo, logger
+from .._core.errors import ErrorInfo
 from .._core.guarded import GuardedPipeline
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings
 from .._types import Message, Send
-from .disconnect import ClientWatch, Listener
+from . import stream_end
+from .chat_resume import ChatIndex, ChatRequest
+from .disconnect import ClientWatch, Listener, hide_disconnects
 from .guards import Guard, GuardRunner
 from .recovery import Plan, Recovering
 from .stream_timers import StreamTimers
@@ -44,8 +47,6 @@ from .writer import Writer
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
-
-ChatRequest = tuple[bytes, bytes, bytes]  # (path, caller, body) of the POST that started a chat's stream
 
 
 class Stream:
@@ -58,10 +59,12 @@ class Stream:
     __slots__ = (
         "__weakref__",  # the parts' link back (a proxy: see the module's docstring)
         "_forget",
+        "_me",
         "body",
+        "client_watch",
         "guards",
         "life",
-        "listener",
+        "may_listen",
         "pipe",
         "recovering",
         "settings",
@@ -88,6 +91,7 @@ class Stream:
         recovery: Plan | None = None,
     ) -> None:
         me = weakref.proxy(self)
+        self._me = me  # the one proxy the parts get, the lazy ones included
         self.life = life
         self._forget: Callable[[], object] | None = forget
         self.settings = settings
@@ -108,7 +112,8 @@ class Stream:
             log,
         )
         self.timers: StreamTimers | None = None  # built when first asked: a short stream may never need them
-        self.listener = Listener(client_watch, self.watcher, life, me, may_listen)
+        self.client_watch = client_watch
+        self.may_listen = may_listen
         self.guards: GuardRunner | None = None
         self.body: Callable[[Message], Awaitable[None]] = self.writer.body
         if guards is not None:
@@ -120,7 +125,7 @@ class Stream:
             self.recovering = Recovering(recovery, settings, life, me, self.writer.clocks, telemetry)
             self.body = self.recovering.wrap(self.body)
         if log is not None:
-            self.listener.hide_disconnects()
+            hide_disconnects(client_watch, me)
             if chat_request is not None:
                 index = ChatIndex(pipe, log, chat_request, me)
                 if not index():
@@ -129,14 +134,26 @@ class Stream:
 
     def begin(self) -> None:
         """The response started: look after it (its first deadline, a listener if nobody else listens)."""
-        if self.listener.watch.gone:
+        if self.client_watch.gone:
             self.client_left(cancel_app=False)  # the app heard it before it started: its business
             return
         writer = self.writer
         when = next_deadline(self.pipe.config, self.pipe, writer.clocks)  # no write is in flight yet
         if when != math.inf:  # none: no task, no timer
             writer.watcher.want(when)
-        self.listener.listen_if_needed()
+        self.listen_if_needed()
+
+    def listen_if_needed(self) -> None:
+        """Start a listener of ours if nobody would otherwise hear the client leave: the server says it
+        only on ``receive`` (``may_listen``) and the app does not listen itself (asked first, as it is
+        cheap; :class:`~.disconnect.Listener` is made only now)."""
+        if (
+            self.may_listen
+            and self.client_watch.can_listen()
+            and not self.watcher.listening
+            and self.life.phase is Phase.STREAMING
+        ):
+            self.watcher.listen(Listener(self.client_watch, self._me))
 
     # -- what the watcher asks (its owner: held weakly) ----------------------------------------------------
 
@@ -149,8 +166,8 @@ class Stream:
     def _timers(self) -> StreamTimers:
         timers = self.timers
         if timers is None:
-            me = weakref.proxy(self)
-            timers = self.timers = StreamTimers(self.life, self.writer, self.pipe.config, self.settings, me)
+            config = self.pipe.config
+            timers = self.timers = StreamTimers(self.life, self.writer, config, self.settings, self._me)
         return timers
 
     # -- the client ----------------------------------------------------------------------------------------
@@ -216,7 +233,7 @@ class Stream:
         if log is not None and log.unwatched_since != math.inf:
             self.watcher.want(self.abandoned_at())
 
-    # -- the middleware ends it ----------------------------------------------------------------------------
+    # -- the middleware ends it (why, and what the client is told: stream_end.py) -------------------------
 
     def end(self, info: ErrorInfo | None) -> None:
         """End the stream from the middleware's side: the app is cancelled, the host's teardown sends
@@ -224,69 +241,23 @@ class Stream:
         self.life.end(info)
 
     def stalled(self, now: float) -> None:
-        """The app said nothing for ``stall_timeout``: recovered when recovery is on, else the end."""
-        recovering = self.recovering
-        if recovering is not None and recovering.stalled(now):
-            return
-        self.end(errors.timeout(self.error_id(), self.settings.stall_timeout))
+        stream_end.stalled(self, now)
 
     def abandon(self) -> None:
         """A detached stream nobody follows: cut without a word; its log says it is incomplete."""
         self.life.abandon()
 
     def end_on_delete(self) -> None:
-        """Stopped on purpose (its chat's ``DELETE``): the app is cancelled and the stream ends cleanly
-        where it is, its log complete (what was produced is the answer, as after the AI SDK's stop)."""
-        if self.life.phase is Phase.STREAMING:
-            if self.telemetry is not None:
-                self.telemetry.mark("stopped")
-            self.watcher.stop()
-            self.life.end()
+        stream_end.end_on_delete(self)
 
     def fail(self, exc: Exception) -> None:
-        """The server refused a write of ours: the stream failed, not the app."""
-        detail, gone = self.settings.error_detail, not self.life.connected
-        info = errors.report(exc, detail=detail, error_id=self.error_id(), client_gone=gone)
-        self.life.fail(exc, info)
+        stream_end.fail(self, exc)
 
     def invalid_output(self) -> ErrorInfo:
-        """Why the output check ended the stream, for the client."""
-        output = self.pipe.check
-        fault = output.fault if output is not None else None
-        code = fault.code if fault is not None else "json_syntax"
-        message = output.message() if output is not None else ""
-        return errors.invalid_output(self.error_id(), message, code)
+        return stream_end.invalid_output(self)
 
     def error_id(self) -> str:
-        return errors.new_error_id(self.telemetry.trace_id if self.telemetry else None)
-
-    async def finish(self, cancelled: bool, failure: Exception | None) -> None:
-        """End a stream the app did not end itself: flush what was merged, say why it ended, and send the
-        final body. Called by the host, in a shielded and bounded scope."""
-        life, pipe = self.life, self.pipe
-        info = life.ending
-        if info is None and failure is not None:
-            detail, gone = self.settings.error_detail, not life.connected
-            info = errors.report(failure, detail=detail, error_id=self.error_id(), client_gone=gone)
-        elif info is None and cancelled and life.connected:
-            # Cancelled from outside (the server stopped waiting for us): tell the client to come back.
-            info = errors.shutdown(self.error_id(), self.settings.shutdown_retry_ms)
-        out = pipe.flush() if info is not None else pipe.close()
-        complete = not life.abandoned
-        if info is not None:
-            frame = pipe.error_frame(info)
-            if frame is None:
-                complete = False  # no in-band channel: cut the response so it cannot look complete
-                logger.warning(
-                    "%s stream cut without its last chunk (%s, error id %s)", pipe.kind, info.type, info.id
-                )
-            else:
-                out.append(frame)
-        life.finished()
-        error_type = errors.error_type_name(failure) if failure else info.type if info else None
-        if error_type == CONTENT_FILTER:
-            error_type = None  # a filter doing its job is no server error: the span says blocked, and why
-        await self.writer.ending(b"".join(out), complete=complete, error_type=error_type, exception=failure)
+        return stream_end.error_id(self)
 
     # -- shutdown and teardown -----------------------------------------------------------------------------
 
@@ -312,56 +283,32 @@ class Stream:
         if self.life.phase is Phase.STREAMING:
             self.watcher.stop()  # frees the lock if it was writing; joined in aclose()
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await self.finish(True, failure)
+                await stream_end.finish(self, True, failure)
 
     async def aclose(self, cancelled: bool, failure: Exception | None) -> None:
         """The one teardown, when the app's run is over (returned, raised or cancelled): whatever the
         stream still owes goes out, then nothing of ours outlives the response. Every await is shielded
         and bounded."""
-        self.watcher.stop()  # first: nothing of ours may hold the lock or write after this
-        guards = self.guards
-        if guards is not None:
-            guards.stop()
-        if self.watcher.has_child or guards is not None:  # a shielded scope only to wait for one
-            with anyio.CancelScope(shield=True):
-                await self.watcher.join()
-                if guards is not None:
-                    await guards.join()
-        life = self.life
-        if life.phase in LIVE:
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await self.finish(cancelled, failure or life.write_failure)
-        if self.telemetry is not None:  # ends once; here in case a last write was cut short
-            self.telemetry.end(time.monotonic(), client_disconnected=not life.connected)
-        log, self.writer.log = self.writer.log, None
-        if log is not None:  # a last write that never came: the log says the stream was cut
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await log.close(False)
-        life.let_go()
-
-
-class ChatIndex:
-    """The AI SDK's resume: a resumable stream started by a POST to ``path`` with ``body``. Once the
-    stream is known to be the AI SDK's UI message stream (hinted at its start, or detected from its first
-    part), its log is indexed by the body's chat id (see :mod:`.._core.chat`); then ``DELETE`` of it
-    ends the stream (:meth:`Stream.end_on_delete`)."""
-
-    __slots__ = ("_log", "_pipe", "_request", "_stream")
-
-    def __init__(self, pipe: Pipeline, log: StreamLog, request: ChatRequest, stream: Stream) -> None:
-        self._pipe = pipe
-        self._log = log
-        self._request = request
-        self._stream = stream
-
-    def __call__(self) -> bool:
-        """Index the log if the format is known by now; whether that question is settled."""
-        dialect = self._pipe.dialect
-        if dialect.detecting:
-            return False
-        path, who, body = self._request
-        ident = chat.chat_id(body) if dialect.chat_resume else None
-        if ident is not None:
-            self._log.index(chat.chat_key(path, ident, who))
-            self._log.on_stop(self._stream.end_on_delete)
-        return True
+        watcher, life = self.watcher, self.life
+        try:
+            if not watcher.stopped:  # stopped already when the app's final body let the stream go
+                watcher.stop()  # first: nothing of ours may hold the lock or write after this
+            guards = self.guards
+            if guards is not None:
+                guards.stop()
+            if watcher.child is not None or guards is not None:  # a shielded scope only to wait for one
+                with anyio.CancelScope(shield=True):
+                    await watcher.join()
+                    if guards is not None:
+                        await guards.join()
+            if life.phase in LIVE:
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await stream_end.finish(self, cancelled, failure or life.write_failure)
+            if self.telemetry is not None:  # ends once; here in case a last write was cut short
+                self.telemetry.end(time.monotonic(), client_disconnected=not life.connected)
+            log, self.writer.log = self.writer.log, None
+            if log is not None:  # a last write that never came: the log says the stream was cut
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await log.close(False)
+        finally:
+            life.let_go()  # whatever happened above: the middleware's set of open streams holds it

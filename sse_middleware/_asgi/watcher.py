@@ -51,24 +51,24 @@ class Watcher:
     is held weakly: it holds the watcher."""
 
     __slots__ = (
-        "_child",
         "_done",
         "_handle",
         "_listener",
         "_loop",
         "_owner",
         "_scope",
-        "_stopped",
         "_wait",
+        "child",
+        "stopped",
         "target",
     )
 
     def __init__(self, owner: Watched) -> None:
         self._owner = weakref.ref(owner)
         self.target = math.inf  # when to look next (read it; only want() and the watcher itself move it)
-        self._stopped = False
+        self.stopped = False  # read it; only stop() sets it: deadlines given to want() are no longer kept
         self._listener: Listen | None = None
-        self._child: object | None = None  # the running task, if any
+        self.child: object | None = None  # the running task, if any (read it; only the watcher sets it)
         self._done: anyio.Event | None = None  # set when the child ends
         self._scope: anyio.CancelScope | None = None  # the child's whole body
         self._wait: anyio.CancelScope | None = None  # the child's wait (listener; trio: its sleep)
@@ -80,21 +80,16 @@ class Watcher:
     def want(self, when: float) -> None:
         """Make sure the stream is looked at by ``when``. Cheap when ``when`` is no earlier than what is
         already wanted: that is the per-token case."""
-        if when >= self.target or self._stopped:
+        if when >= self.target or self.stopped:
             return
         self.target = when
         if self._loop is not None:
             self._arm(when)
-        elif self._child is None:
+        elif self.child is None:
             self._spawn()
         elif self._wait is not None:
             self._wait.deadline = scope_time(when)
         # else the child is inside wake(): it reads target when it returns
-
-    @property
-    def running(self) -> bool:
-        """Not stopped: deadlines given to :meth:`want` will be kept."""
-        return not self._stopped
 
     @property
     def listening(self) -> bool:
@@ -102,15 +97,15 @@ class Watcher:
 
     def listen(self, listener: Listen) -> None:
         """Run ``listener`` (until it returns) in the child, between wakes."""
-        if self._stopped:
+        if self.stopped:
             return
         self._listener = listener
-        if self._child is None:
+        if self.child is None:
             self._spawn()
 
     def stop(self) -> None:
         """No more wakes; the child (if any) ends at once. :meth:`join` waits for it."""
-        self._stopped = True
+        self.stopped = True
         self._listener = None  # a method of the stream's: kept, it would make the two a reference cycle
         if self._handle is not None:
             self._handle.cancel()
@@ -118,13 +113,8 @@ class Watcher:
         if self._scope is not None:
             self._scope.cancel()
 
-    @property
-    def has_child(self) -> bool:
-        """A child task runs: :meth:`join` would wait for it."""
-        return self._done is not None and self._child is not None
-
     async def join(self) -> None:
-        if self._done is not None and self._child is not None:
+        if self._done is not None and self.child is not None:
             await self._done.wait()
 
     # -- asyncio: a timer handle that peeks ----------------------------------------------------------
@@ -137,7 +127,7 @@ class Watcher:
 
     def _ring(self) -> None:
         self._handle = None
-        if self._stopped:
+        if self.stopped:
             return
         owner = self._owner()
         if owner is None:
@@ -147,7 +137,7 @@ class Watcher:
         self.target = target
         if target > now + _SLACK:
             self._arm(target)  # nothing due yet (the app's sends took care of it): look again then
-        elif self._child is None:
+        elif self.child is None:
             self._spawn()
         elif self._wait is not None:
             self._wait.cancel()  # the listener waits on receive: interrupt it for the work that is due
@@ -157,12 +147,12 @@ class Watcher:
 
     def _spawn(self) -> None:
         self._done = anyio.Event()
-        self._child = spawn_child(self._run, "sse_middleware watcher", self._loop)
+        self.child = spawn_child(self._run, "sse_middleware watcher", self._loop)
 
     async def _run(self) -> None:
         try:
             with anyio.CancelScope() as self._scope:
-                while not self._stopped:
+                while not self.stopped:
                     now = time.monotonic()
                     if self.target <= now + _SLACK:
                         self.target = math.inf  # want() may lower it again while wake() runs
@@ -187,7 +177,7 @@ class Watcher:
             logger.exception("the stream watcher failed; the stream goes on without it")
         finally:
             self._scope = self._wait = None
-            self._child = None
+            self.child = None
             if self._done is not None:
                 self._done.set()
 

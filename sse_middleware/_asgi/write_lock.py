@@ -16,6 +16,7 @@ from .._types import Message, Send
 if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
+    from .backend import TaskCut
     from .watcher import Watcher
 
 BODY: Final = "http.response.body"
@@ -89,7 +90,7 @@ class WriterState:
     _send: Send
     _ends: Ends
     _trailers: bool
-    _in_flight: anyio.CancelScope | None
+    _in_flight: anyio.CancelScope | TaskCut | None
     life: Lifecycle
     pipe: Pipeline
     telemetry: StreamTelemetry | None

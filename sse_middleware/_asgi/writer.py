@@ -30,6 +30,7 @@ from .._core.deadlines import Clocks
 from .._core.lifecycle import Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._types import Message, Send
+from .backend import TaskCut, cancel_scope
 from .last_write import LastWrites
 from .watcher import Watcher, scope_time
 from .write_lock import Ends, WriteLock, body_bytes, body_frame
@@ -78,7 +79,7 @@ class Writer(WatchedWrites, LastWrites):
         # no later than a write in flight is stuck, and from there it looks at stuck_at() itself.
         self._tell_stuck_at = bool(send_timeout) and not 0 < heartbeat <= send_timeout
         self.sending_since = 0.0  # when the write in flight began (0.0, a time no clock shows: none)
-        self._in_flight: anyio.CancelScope | None = None  # the write cut() cuts
+        self._in_flight: anyio.CancelScope | TaskCut | None = None  # the write cut() cuts
         self.index: Any = None  # called after each frame the log takes, until it returns True
 
     # -- the per-token path --------------------------------------------------------------------------------
@@ -206,7 +207,7 @@ class Writer(WatchedWrites, LastWrites):
             if until == math.inf and self._tell_stuck_at:
                 self.watcher.want(now + self.timeout)
         try:
-            with anyio.CancelScope(deadline=scope_time(until)) as scope:
+            with cancel_scope(scope_time(until)) as scope:
                 self._in_flight = scope
                 await self._send(message)
         except OSError:  # how ASGI >= 2.4 servers say the client is gone

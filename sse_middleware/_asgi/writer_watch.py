@@ -11,6 +11,7 @@ import anyio
 
 from .._core.config import CoreConfig
 from .._core.deadlines import Due, due, next_deadline
+from .backend import TaskCut
 from .watcher import scope_time
 from .write_lock import WriterState
 
@@ -60,7 +61,7 @@ class WatchedWrites(WriterState):
         """A shutdown: the stream ends by ``at``; a write nobody watches gives up by then too."""
         self.clocks.shutdown(at)
         scope = self._in_flight
-        if scope is not None and scope.deadline != math.inf:
+        if scope is not None and not isinstance(scope, TaskCut) and scope.deadline != math.inf:
             scope.deadline = min(scope.deadline, scope_time(self.clocks.shutdown_at))
 
     # -- the write in flight -------------------------------------------------------------------------------

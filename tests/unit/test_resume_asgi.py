@@ -323,3 +323,33 @@ async def test_a_resumed_span_links_to_the_original_and_resumes_are_counted(stor
         for point in metric.data.data_points
     }
     assert counted == {rt.RESUMED: 1, rt.UNKNOWN: 1}  # the unknown one made no span (control)
+
+
+async def test_a_stream_made_resumable_per_request_resumes_with_resume_off(store_url: str) -> None:
+    """``resume`` off for the middleware, on for one route (``override``): a request naming that stream's
+    log is answered from it, although the middleware looks at no request's headers before any stream
+    opened a log (a memory store holds only its own). Control: before that stream, the same kind of
+    request (an id nobody made) goes to the app."""
+    from sse_middleware import override
+
+    app = App()
+
+    async def resumable_route(scope_: dict[str, Any], receive: Any, send: Any) -> None:
+        override(scope_, resume=True)
+        await app(scope_, receive, send)
+
+    settings = StreamingSettings(resume_store=store_url, heartbeat_interval=0)
+    mw = StreamingMiddleware(resumable_route, settings)
+    assert mw.resume.answers == store_url.startswith("redis")  # a shared store may hold others' logs
+    unknown = Wire()
+    await mw(request(new_stream(), 1), unknown.receive, unknown.send)
+    assert len(app.calls) == 1 and answered_by_the_app(unknown)  # the control
+    first = Wire()
+    await mw(scope() | {"headers": ALICE}, first.receive, first.send)
+    assert len(app.calls) == 2 and mw.resume.answers
+    position = first.events()[0].id
+    assert position is not None
+    stream, seq = position.rsplit(".", 1)
+    resumed = Wire()  # it has the stream's one event, and the log its clean end: 204, from the log
+    await mw(request(stream, int(seq)), resumed.receive, resumed.send)
+    assert len(app.calls) == 2 and start_of(resumed)["status"] == 204  # not the app's answer
