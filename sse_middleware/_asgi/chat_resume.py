@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 
 from .._core import chat
+from .._core.dialects.ai_sdk import AISDK
 from .._core.resume import Position
 from .._core.resume import same_caller as _same_caller
 from .._resume.store import StoreError
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from .._resume.log import StreamLog
 
 _METHODS: Final = frozenset(("GET", "DELETE"))
-_UI_HEADER: Final = (b"x-vercel-ai-ui-message-stream", b"v1")
+_UI_HEADER: Final = AISDK.hint
 _SSE: Final = (b"content-type", b"text/event-stream")
 NO_CONTENT: Final[Message] = {"type": "http.response.start", "status": 204, "headers": []}
 _EMPTY: Final[Message] = {"type": "http.response.body", "body": b"", "more_body": False}

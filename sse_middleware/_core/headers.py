@@ -7,7 +7,7 @@ Decided from ``http.response.start`` headers alone, so the start is never held b
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final, Literal
+from typing import Final
 
 RawHeaders = Sequence[tuple[bytes, bytes]]
 """Header pairs as ASGI carries them (names in any case)."""
@@ -44,19 +44,6 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         return BYTES if encoded or charset not in _UTF8 else TEXT
     if content_type in _LINE_TYPES:
         return BYTES
-    return None
-
-
-# -- format hints: a response header that names the stream's format -------------------------------------
-_AI_SDK_HEADER: Final = b"x-vercel-ai-ui-message-stream"
-
-
-def dialect_hint(headers: Iterable[tuple[bytes, bytes]]) -> Literal["ai-sdk"] | None:
-    """The dialect a response's headers name: ``x-vercel-ai-ui-message-stream: v1`` is the AI SDK's UI
-    message stream (the header its ``createUIMessageStreamResponse`` sets)."""
-    for name, value in headers:
-        if name.lower() == _AI_SDK_HEADER and value.strip().lower() == b"v1":
-            return "ai-sdk"
     return None
 
 
