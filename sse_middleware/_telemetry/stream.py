@@ -69,7 +69,6 @@ class StreamTelemetry:
         "_model",
         "_operation",
         "_out_tokens",
-        "_phase",
         "_provider",
         "_request_model",
         "_response_id",
@@ -99,7 +98,6 @@ class StreamTelemetry:
         self._last: float | None = None
         self._gaps = array("d")  # chunk() appends here itself: no method call per token
         self._gap_stats: GapStats | None = None  # made when the gaps are folded, or at the end
-        self._phase = int(random.random() * owner.gap_sample_every)  # index of the first gap to record
         self._operation = self._provider = self._model = self._response_id = ""
         self._finish: tuple[str, ...] = ()
         self._in_tokens: int | None = None
@@ -132,6 +130,7 @@ class StreamTelemetry:
             self._last = now
 
     def _fold(self) -> None:
+        """A long stream's block of :data:`~.gaps.FOLD_AT` gaps into its :class:`~.gaps.GapStats`."""
         if self._gap_stats is None:
             self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS, self._gaps)
         self._gap_stats.fold()
@@ -205,13 +204,18 @@ class StreamTelemetry:
         reasons accumulate, each distinct one once, in order (one per choice when OpenAI's n > 1).
         ``error_type``: the app reported its own failure in the stream (AG-UI's ``RUN_ERROR``): the span
         fails with it, unless the stream ends with an error of ours."""
-        self._app_error = error_type or self._app_error
-        self._model = model or self._model
-        self._response_id = response_id or self._response_id
+        if model:
+            self._model = model
+        if response_id:
+            self._response_id = response_id
         if finish_reason and finish_reason not in self._finish:
             self._finish = (*self._finish, finish_reason)
-        self._in_tokens = self._in_tokens if input_tokens is None else input_tokens
-        self._out_tokens = self._out_tokens if output_tokens is None else output_tokens
+        if input_tokens is not None:
+            self._in_tokens = input_tokens
+        if output_tokens is not None:
+            self._out_tokens = output_tokens
+        if error_type:
+            self._app_error = error_type
 
     @property
     def trace_id(self) -> str | None:
@@ -245,6 +249,9 @@ class StreamTelemetry:
             return
         self._ended = True
         t, first, last, start = self._instruments, self._first, self._last, self._start_mono
+        gaps = self._gap_stats
+        if gaps is None and self._gaps:
+            gaps = self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS, self._gaps)
         if error_type is None:
             error_type = error_type_name(exception) if exception is not None else self._app_error
         elapsed = now - start
@@ -254,9 +261,6 @@ class StreamTelemetry:
         route = self._route()
         m_attrs = self._metric_attrs(route)
         attrs = self._span_attrs(m_attrs, client_disconnected)
-        gaps = self._gap_stats
-        if gaps is None and self._gaps:
-            gaps = self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS, self._gaps)
         n_gaps = len(gaps) if gaps is not None else 0
         out_tokens = self._out_tokens
         tokens = out_tokens if out_tokens is not None else n_gaps + (first is not None)
@@ -267,7 +271,7 @@ class StreamTelemetry:
             attrs[_GAP_P50] = p50
             attrs[_GAP_P95] = p95
             attrs[_GAP_MAX] = gap_max
-        if first is not None and last is not None:
+        if first is not None and last is not None:  # both or neither
             ttft = attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - start
             if n_gaps and tokens > 1:
                 tpot = attrs[_TPOT] = (last - first) / (tokens - 1)
@@ -318,8 +322,9 @@ class StreamTelemetry:
             # No span in their context: else the SDK samples an exemplar on each record, pointing at
             # whatever span is current here (the HTTP server span under an instrumentation), which no
             # gap needs.
-            record = t.inter_chunk.record
-            for gap in gaps.sample(t.gap_sample_every, self._phase):
+            every, record = t.gap_sample_every, t.inter_chunk.record
+            phase = int(random.random() * every)  # the index of the first gap to record
+            for gap in gaps.sample(every, phase):
                 record(gap, m_attrs, _NO_SPAN)
         for kind, met in verdicts:
             if not met:

@@ -23,10 +23,10 @@ from opentelemetry import baggage, propagate, trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.propagators.textmap import TextMapPropagator, default_getter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
@@ -34,6 +34,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from sse_middleware import StreamingMiddleware, StreamingSettings, annotate
 from sse_middleware._telemetry import gaps
 from sse_middleware._telemetry import recorder as tm
+from sse_middleware._telemetry import stream as stream_module
 from sse_middleware._telemetry.gaps import FOLD_AT
 from sse_middleware._telemetry.recorder import StreamTelemetry, Telemetry
 from sse_middleware._telemetry.request_model import BodyPeek
@@ -466,19 +467,24 @@ def test_long_stream_keeps_memory_bounded_and_stats_close(otel: Otel) -> None:
     assert list(hist.bucket_counts) == expected
 
 
-def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(otel: Otel) -> None:
+def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every 3rd gap from a phase drawn per stream (so short streams are not all sampled alike): 0.4
+    draws phase 1 of 3, the control 0.0 draws phase 0, one gap more of the 100."""
     tel = otel.tel(gap_sample_every=3)
-    stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
-    assert 0 <= stream._phase < 3  # a random start, so short streams are not all sampled alike
-    stream._phase = 1
-    feed(stream, [(0.1 + 0.01 * i, True) for i in range(101)])  # 100 gaps of 10 ms
-    stream.end(T0 + 1.2)
-    (hist,) = otel.points("sse_middleware.inter_chunk.duration")
-    assert hist.count == len(range(1, 100, 3))
+    counts = []
+    for draw in (0.4, 0.0):
+        monkeypatch.setattr(stream_module.random, "random", lambda draw=draw: draw)
+        stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
+        feed(stream, [(0.1 + 0.01 * i, True) for i in range(101)])  # 100 gaps of 10 ms
+        stream.end(T0 + 1.2)
+        counts.append(otel.count("sse_middleware.inter_chunk.duration") - sum(counts))
+    assert counts == [len(range(1, 100, 3)), len(range(0, 100, 3))]
     a = otel.spans()[0].attributes or {}
     assert a["sse_middleware.inter_chunk.max"] == pytest.approx(0.01)
     (tpot,) = otel.points("gen_ai.server.time_per_output_token")
-    assert tpot.sum == pytest.approx(0.01)  # TPOT and span stats use every gap
+    assert tpot.sum == pytest.approx(0.02)  # TPOT and span stats use every gap: 0.01 a stream, twice
 
 
 def test_gap_sampling_of_a_folded_stream_rounds_without_bias(
