@@ -9,7 +9,6 @@ makes it on the spot (:meth:`StreamTelemetry.span_context`).
 
 from __future__ import annotations
 
-import random
 from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -23,6 +22,7 @@ from .._core.errors import error_type_name
 from .._core.tokens import estimate_tokens
 from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
+from .facts import StreamFacts
 from .gaps import FOLD_AT as _FOLD_AT
 from .gaps import GapStats
 from .parent import parent_context
@@ -30,7 +30,6 @@ from .parent import parent_context
 if TYPE_CHECKING:
     from .instruments import Instruments
 
-_NO_SPAN: Final = trace.set_span_in_context(trace.INVALID_SPAN)  # not empty: the SDK takes {} as "current"
 _CHUNKS: Final = sc._NS + "chunks_in"
 _FRAMES: Final = sc._NS + "frames_out"
 _HEARTBEATS: Final = sc._NS + "heartbeats"
@@ -43,35 +42,23 @@ _GAP_MAX: Final = sc._NS + "inter_chunk.max"
 _TPOT: Final = sc._NS + "time_per_output_token"
 
 
-class StreamTelemetry:
+class StreamTelemetry(StreamFacts):
     """Observations of one stream: cheap while it runs, turned into a span and metrics once at the end."""
 
     __slots__ = (
-        "_app_error",
-        "_blocked",
         "_bytes",
         "_chars",
         "_chunks",
         "_ctx",
         "_ended",
-        "_extra",
-        "_finish",
         "_first",
         "_frames",
         "_gap_stats",
         "_gaps",
-        "_guard",
         "_heartbeats",
-        "_in_tokens",
-        "_instruments",
         "_last",
         "_mark_parent",
-        "_model",
-        "_operation",
-        "_out_tokens",
-        "_provider",
         "_request_model",
-        "_response_id",
         "_scope",
         "_span",
         "_start_mono",
@@ -88,7 +75,8 @@ class StreamTelemetry:
         start_mono: float,
         start_ns: int,
     ):
-        self._instruments, self._scope, self._ctx, self._mark_parent = owner, scope, ctx, mark_parent
+        StreamFacts.__init__(self, owner)
+        self._scope, self._ctx, self._mark_parent = scope, ctx, mark_parent
         self._request_model = request_model
         self._start_mono, self._start_ns = start_mono, start_ns
         self._span: Span | None = None
@@ -98,19 +86,7 @@ class StreamTelemetry:
         self._last: float | None = None
         self._gaps = array("d")  # chunk() appends here itself: no method call per token
         self._gap_stats: GapStats | None = None  # made when the gaps are folded, or at the end
-        self._operation = self._provider = self._model = self._response_id = ""
-        self._finish: tuple[str, ...] = ()
-        self._in_tokens: int | None = None
-        self._out_tokens: int | None = None
         self._ended = False
-        self._extra: dict[str, AttributeValue] | None = None  # attributes of ours that few streams have
-        self._guard: list[float] | None = None  # checks, their seconds, faults; None: no guards
-        self._blocked: str | None = None
-        self._app_error: str | None = None  # the failure the stream itself reported, if it did
-
-    def dialect(self, provider: str, operation: str) -> None:
-        """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
-        self._provider, self._operation = provider, operation
 
     def chunk(self, now: float, content: int) -> None:
         """HOT PATH, once per app event. ``content``: it carries output text (TTFT, gaps, token count),
@@ -140,33 +116,6 @@ class StreamTelemetry:
         self._frames += 1
         self._bytes += nbytes
 
-    def note(self, name: str, value: AttributeValue) -> None:
-        """An attribute of ours for the span that only some streams have (why an output check was off)."""
-        if self._extra is None:
-            self._extra = {}
-        self._extra[name] = value
-
-    def guard_check(self, seconds: float) -> None:
-        """One check by the stream's guards, and how long they took."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        found[0] += 1
-        found[1] += seconds
-        self._instruments.guard_time.record(seconds)
-
-    def guard_fault(self) -> None:
-        """A guard failed and the text went on (``guard_failure="allow"``)."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        found[2] += 1
-
-    def guard_blocked(self, reason: str) -> None:
-        """A guard ended the stream: ``reason`` is the guard's code (or ``content_filter``, or
-        ``guard_failure`` for a fault that failed closed)."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        self._finish = (*self._finish, "content_filter") if reason != "guard_failure" else self._finish
-        self._blocked = reason
-        self._instruments.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
-        del found
-
     def recovery_attempt(self, attempt: int, reason: str, had: int, now: float) -> None:
         """A re-run of the app after a failure (``reason``), the client having ``had`` characters: an
         event on the span (made now, so that the event keeps its time)."""
@@ -174,48 +123,9 @@ class StreamTelemetry:
         self._open(self._route(), None).add_event(sc.RECOVERY_EVENT, attributes, timestamp=self._ns(now))
         self.note(sc.RECOVERY_ATTEMPTS, attempt)
 
-    def recovery_outcome(self, outcome: str, reason: str) -> None:
-        """How a stream's recovery ended (``recovered``, ``gave_up``), counted by its first failure."""
-        self.note(sc.RECOVERY_OUTCOME, outcome)
-        self.note(sc.RECOVERY_REASON, reason)
-        self._instruments.recoveries.add(1, {sc.RECOVERY_REASON: reason, sc.RECOVERY_OUTCOME: outcome})
-
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
         self._heartbeats += 1
-
-    def mark(self, what: str) -> None:
-        """A fact about how the stream ended, as ``sse_middleware.<what> = true`` on the span:
-        ``send_timeout`` (the client stopped reading and was given up on; like a disconnect, not an
-        error), ``stopped`` (stopped on purpose, by its chat's ``DELETE``)."""
-        self.note(sc._NS + what, True)
-
-    def response(
-        self,
-        *,
-        model: str | None = None,
-        response_id: str | None = None,
-        finish_reason: str | None = None,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        error_type: str | None = None,
-    ) -> None:
-        """Facts seen in the stream. Later values win (Anthropic's final usage comes last); finish
-        reasons accumulate, each distinct one once, in order (one per choice when OpenAI's n > 1).
-        ``error_type``: the app reported its own failure in the stream (AG-UI's ``RUN_ERROR``): the span
-        fails with it, unless the stream ends with an error of ours."""
-        if model:
-            self._model = model
-        if response_id:
-            self._response_id = response_id
-        if finish_reason and finish_reason not in self._finish:
-            self._finish = (*self._finish, finish_reason)
-        if input_tokens is not None:
-            self._in_tokens = input_tokens
-        if output_tokens is not None:
-            self._out_tokens = output_tokens
-        if error_type:
-            self._app_error = error_type
 
     @property
     def trace_id(self) -> str | None:
@@ -282,10 +192,8 @@ class StreamTelemetry:
             attrs[f"{sc._NS}slo.{kind}_met"] = met
         if error_type is not None:
             attrs[sc.ERROR_TYPE] = error_type
-        if self._extra is not None:
-            attrs.update(self._extra)
-        if self._guard is not None:
-            self._guard_attrs(attrs)
+        if self._extra is not None or self._guard is not None:
+            self._noted_attrs(attrs)
         if out_tokens is None and (client_disconnected or self._blocked is not None):
             # Cut short before the upstream's usage came (a send timeout ends as a disconnect): what
             # the client got, as a marked estimate; no input estimate (see docs/observability.md).
@@ -307,39 +215,11 @@ class StreamTelemetry:
                 span.record_exception(exception, timestamp=end_ns)
             self._mark_the_parent(error_type)
 
-        ctx = trace.set_span_in_context(span)  # exemplars then point at this stream's span
-        if error_type is None:
-            if not client_disconnected:
-                if ttft is not None:
-                    t.ttft.record(ttft, m_attrs, ctx)
-                if tpot is not None:
-                    t.tpot.record(tpot, m_attrs, ctx)
-            t.duration.record(elapsed, m_attrs, ctx)
-        else:
-            t.duration.record(elapsed, {**m_attrs, sc.ERROR_TYPE: error_type}, ctx)
-        if gaps is not None:
-            # One observation per gap, or every Nth from a random phase (see ``gap_sample_every``).
-            # No span in their context: else the SDK samples an exemplar on each record, pointing at
-            # whatever span is current here (the HTTP server span under an instrumentation), which no
-            # gap needs.
-            every, record = t.gap_sample_every, t.inter_chunk.record
-            phase = int(random.random() * every)  # the index of the first gap to record
-            for gap in gaps.sample(every, phase):
-                record(gap, m_attrs, _NO_SPAN)
-        for kind, met in verdicts:
-            if not met:
-                t.slo_violations.add(1, {**m_attrs, sc.SLO_KIND: kind})
+        left = client_disconnected
+        t.record(
+            m_attrs, trace.set_span_in_context(span), elapsed, ttft, tpot, error_type, left, gaps, verdicts
+        )
         span.end(end_time=end_ns)
-
-    def _guard_attrs(self, attrs: dict[str, AttributeValue]) -> None:
-        """What the stream's guards did: checks, their seconds, faults, and whether one blocked."""
-        checks, seconds, faults = self._guard or (0.0, 0.0, 0.0)
-        attrs[sc._NS + "guard.checks"] = int(checks)
-        attrs[sc._NS + "guard.seconds"] = seconds
-        attrs[sc._NS + "guard.faults"] = int(faults)
-        attrs[sc._NS + "guard.blocked"] = self._blocked is not None
-        if self._blocked is not None:
-            attrs[sc._NS + "guard.reason"] = self._blocked
 
     def _open(self, route: str | None, attrs: dict[str, AttributeValue] | None) -> Span:
         """The span: made now with ``attrs`` (or only the request's, when made before the end), in the
@@ -395,14 +275,7 @@ class StreamTelemetry:
             _BYTES: self._bytes,
             _LEFT: left,
         }
-        if self._response_id:
-            attrs[sc.GEN_AI_RESPONSE_ID] = self._response_id
-        if self._finish:
-            attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = self._finish
-        if self._in_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = self._in_tokens
-        if self._out_tokens is not None:
-            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = self._out_tokens
+        self._seen_attrs(attrs)
         return attrs
 
     def _metric_attrs(self, route: str | None) -> dict[str, str]:

@@ -33,8 +33,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from sse_middleware import StreamingMiddleware, StreamingSettings, annotate
 from sse_middleware._telemetry import gaps
+from sse_middleware._telemetry import instruments as instruments_module
 from sse_middleware._telemetry import recorder as tm
-from sse_middleware._telemetry import stream as stream_module
 from sse_middleware._telemetry.gaps import FOLD_AT
 from sse_middleware._telemetry.recorder import StreamTelemetry, Telemetry
 from sse_middleware._telemetry.request_model import BodyPeek
@@ -475,7 +475,7 @@ def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(
     tel = otel.tel(gap_sample_every=3)
     counts = []
     for draw in (0.4, 0.0):
-        monkeypatch.setattr(stream_module.random, "random", lambda draw=draw: draw)
+        monkeypatch.setattr(instruments_module.random, "random", lambda draw=draw: draw)
         stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
         feed(stream, [(0.1 + 0.01 * i, True) for i in range(101)])  # 100 gaps of 10 ms
         stream.end(T0 + 1.2)
