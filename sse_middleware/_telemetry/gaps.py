@@ -31,9 +31,9 @@ class GapStats:
 
     __slots__ = ("_bounds", "_digest", "_fold_n", "_fold_sum", "_folded", "_max", "raw")
 
-    def __init__(self, bounds: Sequence[float]) -> None:
+    def __init__(self, bounds: Sequence[float], raw: array[float] | None = None) -> None:
         self._bounds = bounds
-        self.raw = array("d")  # doubles, not float objects: 8 bytes a gap
+        self.raw = array("d") if raw is None else raw  # doubles, not float objects: 8 bytes a gap
         self._digest: list[float] = []
         self._fold_n, self._fold_sum = array("q"), array("d")  # per bucket, once the stream has folded
         self._folded = 0

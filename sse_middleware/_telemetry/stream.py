@@ -9,7 +9,7 @@ makes it on the spot (:meth:`StreamTelemetry.span_context`).
 
 from __future__ import annotations
 
-import random
+from array import array
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,6 +22,7 @@ from .._core.errors import error_type_name
 from .._core.tokens import estimate_tokens
 from . import semconv as sc
 from .annotate import SCOPE_KEY as _NOTES
+from .facts import StreamFacts
 from .gaps import FOLD_AT as _FOLD_AT
 from .gaps import GapStats
 from .parent import parent_context
@@ -29,39 +30,35 @@ from .parent import parent_context
 if TYPE_CHECKING:
     from .instruments import Instruments
 
-_NO_SPAN: Final = trace.set_span_in_context(trace.INVALID_SPAN)  # not empty: the SDK takes {} as "current"
+_CHUNKS: Final = sc._NS + "chunks_in"
+_FRAMES: Final = sc._NS + "frames_out"
+_HEARTBEATS: Final = sc._NS + "heartbeats"
+_BYTES: Final = sc._NS + "bytes_out"
+_LEFT: Final = sc._NS + "client_disconnected"
+_COUNT_SOURCE: Final = sc._NS + "token_count_source"
+_GAP_P50: Final = sc._NS + "inter_chunk.p50"
+_GAP_P95: Final = sc._NS + "inter_chunk.p95"
+_GAP_MAX: Final = sc._NS + "inter_chunk.max"
+_TPOT: Final = sc._NS + "time_per_output_token"
 
 
-class StreamTelemetry:
+class StreamTelemetry(StreamFacts):
     """Observations of one stream: cheap while it runs, turned into a span and metrics once at the end."""
 
     __slots__ = (
-        "_app_error",
-        "_blocked",
         "_bytes",
         "_chars",
         "_chunks",
         "_ctx",
         "_ended",
-        "_extra",
-        "_finish",
         "_first",
         "_frames",
         "_gap_stats",
         "_gaps",
-        "_guard",
         "_heartbeats",
-        "_in_tokens",
-        "_instruments",
         "_last",
         "_mark_parent",
-        "_model",
-        "_operation",
-        "_out_tokens",
-        "_phase",
-        "_provider",
         "_request_model",
-        "_response_id",
         "_scope",
         "_span",
         "_start_mono",
@@ -78,7 +75,8 @@ class StreamTelemetry:
         start_mono: float,
         start_ns: int,
     ):
-        self._instruments, self._scope, self._ctx, self._mark_parent = owner, scope, ctx, mark_parent
+        StreamFacts.__init__(self, owner)
+        self._scope, self._ctx, self._mark_parent = scope, ctx, mark_parent
         self._request_model = request_model
         self._start_mono, self._start_ns = start_mono, start_ns
         self._span: Span | None = None
@@ -86,22 +84,9 @@ class StreamTelemetry:
         self._chars = 0  # output characters where the pipeline read them (unread: see end())
         self._first: float | None = None
         self._last: float | None = None
-        self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS)
-        self._gaps = self._gap_stats.raw  # chunk() appends here itself: no method call per token
-        self._phase = int(random.random() * owner.gap_sample_every)  # index of the first gap to record
-        self._operation = self._provider = self._model = self._response_id = ""
-        self._finish: tuple[str, ...] = ()
-        self._in_tokens: int | None = None
-        self._out_tokens: int | None = None
+        self._gaps = array("d")  # chunk() appends here itself: no method call per token
+        self._gap_stats: GapStats | None = None  # made when the gaps are folded, or at the end
         self._ended = False
-        self._extra: dict[str, AttributeValue] | None = None  # attributes of ours that few streams have
-        self._guard: list[float] | None = None  # checks, their seconds, faults; None: no guards
-        self._blocked: str | None = None
-        self._app_error: str | None = None  # the failure the stream itself reported, if it did
-
-    def dialect(self, provider: str, operation: str) -> None:
-        """What the stream speaks, e.g. ("openai", "chat"): gen_ai.provider.name and .operation.name."""
-        self._provider, self._operation = provider, operation
 
     def chunk(self, now: float, content: int) -> None:
         """HOT PATH, once per app event. ``content``: it carries output text (TTFT, gaps, token count),
@@ -117,40 +102,19 @@ class StreamTelemetry:
                 gaps = self._gaps
                 gaps.append(now - last)
                 if len(gaps) == _FOLD_AT:
-                    self._gap_stats.fold()
+                    self._fold()
             self._last = now
+
+    def _fold(self) -> None:
+        """A long stream's block of :data:`~.gaps.FOLD_AT` gaps into its :class:`~.gaps.GapStats`."""
+        if self._gap_stats is None:
+            self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS, self._gaps)
+        self._gap_stats.fold()
 
     def frame(self, nbytes: int) -> None:
         """HOT PATH: one frame written to the client."""
         self._frames += 1
         self._bytes += nbytes
-
-    def note(self, name: str, value: AttributeValue) -> None:
-        """An attribute of ours for the span that only some streams have (why an output check was off)."""
-        if self._extra is None:
-            self._extra = {}
-        self._extra[name] = value
-
-    def guard_check(self, seconds: float) -> None:
-        """One check by the stream's guards, and how long they took."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        found[0] += 1
-        found[1] += seconds
-        self._instruments.guard_time.record(seconds)
-
-    def guard_fault(self) -> None:
-        """A guard failed and the text went on (``guard_failure="allow"``)."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        found[2] += 1
-
-    def guard_blocked(self, reason: str) -> None:
-        """A guard ended the stream: ``reason`` is the guard's code (or ``content_filter``, or
-        ``guard_failure`` for a fault that failed closed)."""
-        found = self._guard = self._guard or [0.0, 0.0, 0.0]
-        self._finish = (*self._finish, "content_filter") if reason != "guard_failure" else self._finish
-        self._blocked = reason
-        self._instruments.guard_blocked.add(1, {"sse_middleware.guard.reason": reason})
-        del found
 
     def recovery_attempt(self, attempt: int, reason: str, had: int, now: float) -> None:
         """A re-run of the app after a failure (``reason``), the client having ``had`` characters: an
@@ -159,43 +123,9 @@ class StreamTelemetry:
         self._open(self._route(), None).add_event(sc.RECOVERY_EVENT, attributes, timestamp=self._ns(now))
         self.note(sc.RECOVERY_ATTEMPTS, attempt)
 
-    def recovery_outcome(self, outcome: str, reason: str) -> None:
-        """How a stream's recovery ended (``recovered``, ``gave_up``), counted by its first failure."""
-        self.note(sc.RECOVERY_OUTCOME, outcome)
-        self.note(sc.RECOVERY_REASON, reason)
-        self._instruments.recoveries.add(1, {sc.RECOVERY_REASON: reason, sc.RECOVERY_OUTCOME: outcome})
-
     def heartbeat(self) -> None:
         """A keep-alive comment went out. Counted apart from frames (report it to frame() for bytes)."""
         self._heartbeats += 1
-
-    def mark(self, what: str) -> None:
-        """A fact about how the stream ended, as ``sse_middleware.<what> = true`` on the span:
-        ``send_timeout`` (the client stopped reading and was given up on; like a disconnect, not an
-        error), ``stopped`` (stopped on purpose, by its chat's ``DELETE``)."""
-        self.note(sc._NS + what, True)
-
-    def response(
-        self,
-        *,
-        model: str | None = None,
-        response_id: str | None = None,
-        finish_reason: str | None = None,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        error_type: str | None = None,
-    ) -> None:
-        """Facts seen in the stream. Later values win (Anthropic's final usage comes last); finish
-        reasons accumulate, each distinct one once, in order (one per choice when OpenAI's n > 1).
-        ``error_type``: the app reported its own failure in the stream (AG-UI's ``RUN_ERROR``): the span
-        fails with it, unless the stream ends with an error of ours."""
-        self._app_error = error_type or self._app_error
-        self._model = model or self._model
-        self._response_id = response_id or self._response_id
-        if finish_reason and finish_reason not in self._finish:
-            self._finish = (*self._finish, finish_reason)
-        self._in_tokens = self._in_tokens if input_tokens is None else input_tokens
-        self._out_tokens = self._out_tokens if output_tokens is None else output_tokens
 
     @property
     def trace_id(self) -> str | None:
@@ -228,89 +158,75 @@ class StreamTelemetry:
         if self._ended:
             return
         self._ended = True
-        t, first, last = self._instruments, self._first, self._last
-        if error_type is None and exception is not None:
-            error_type = error_type_name(exception)
+        t, first, last, start = self._instruments, self._first, self._last, self._start_mono
+        gaps = self._gap_stats
+        if gaps is None and self._gaps:
+            gaps = self._gap_stats = GapStats(sc.INTER_CHUNK_BUCKETS, self._gaps)
         if error_type is None:
-            error_type = self._app_error
-        elapsed = now - self._start_mono
-        notes = self._scope.get(_NOTES) or {}
-        self._request_model = notes.get("request_model") or self._request_model
+            error_type = error_type_name(exception) if exception is not None else self._app_error
+        elapsed = now - start
+        notes = self._scope.get(_NOTES)
+        if notes:
+            self._request_model = notes.get("request_model") or self._request_model
         route = self._route()
         m_attrs = self._metric_attrs(route)
         attrs = self._span_attrs(m_attrs, client_disconnected)
-        n_gaps = len(self._gap_stats)
-        tokens = self._out_tokens if self._out_tokens is not None else n_gaps + (first is not None)
-        attrs[sc._NS + "token_count_source"] = "usage" if self._out_tokens is not None else "chunks"
+        n_gaps = len(gaps) if gaps is not None else 0
+        out_tokens = self._out_tokens
+        tokens = out_tokens if out_tokens is not None else n_gaps + (first is not None)
+        attrs[_COUNT_SOURCE] = "usage" if out_tokens is not None else "chunks"
         ttft = tpot = p95 = None
-        if n_gaps:
-            p50, p95, gap_max = self._gap_stats.summary()
-            attrs |= {
-                sc._NS + "inter_chunk.p50": p50,
-                sc._NS + "inter_chunk.p95": p95,
-                sc._NS + "inter_chunk.max": gap_max,
-            }
-        if first is not None and last is not None:
-            ttft = attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - self._start_mono
+        if gaps is not None:
+            p50, p95, gap_max = gaps.summary()
+            attrs[_GAP_P50] = p50
+            attrs[_GAP_P95] = p95
+            attrs[_GAP_MAX] = gap_max
+        if first is not None and last is not None:  # both or neither
+            ttft = attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - start
             if n_gaps and tokens > 1:
-                tpot = attrs[sc._NS + "time_per_output_token"] = (last - first) / (tokens - 1)
-        verdicts = t.verdicts(ttft, p95, elapsed, error_type is not None or client_disconnected)
-        attrs.update((f"{sc._NS}slo.{kind}_met", met) for kind, met in verdicts)
+                tpot = attrs[_TPOT] = (last - first) / (tokens - 1)
+        verdicts: list[tuple[str, bool]] = []
+        if t.slo_ttft > 0 or t.slo_tpot > 0:
+            verdicts = t.verdicts(ttft, p95, elapsed, error_type is not None or client_disconnected)
+        for kind, met in verdicts:
+            attrs[f"{sc._NS}slo.{kind}_met"] = met
         if error_type is not None:
             attrs[sc.ERROR_TYPE] = error_type
-        if self._extra is not None:
-            attrs.update(self._extra)
-        if self._guard is not None:
-            attrs[sc._NS + "guard.checks"] = int(self._guard[0])
-            attrs[sc._NS + "guard.seconds"] = self._guard[1]
-            attrs[sc._NS + "guard.faults"] = int(self._guard[2])
-            attrs[sc._NS + "guard.blocked"] = self._blocked is not None
-            if self._blocked is not None:
-                attrs[sc._NS + "guard.reason"] = self._blocked
-        if self._out_tokens is None and (client_disconnected or self._blocked is not None):
+        if self._extra is not None or self._guard is not None:
+            self._noted_attrs(attrs)
+        if out_tokens is None and (client_disconnected or self._blocked is not None):
             # Cut short before the upstream's usage came (a send timeout ends as a disconnect): what
             # the client got, as a marked estimate; no input estimate (see docs/observability.md).
             # At least one token per content event (``tokens``, here): ``_chars`` has nothing of a text
             # that went by unread, and a delta is rarely under a token.
             attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = max(estimate_tokens(self._chars), tokens)
             attrs[sc.USAGE_ESTIMATED] = True
-        if "attributes" in notes:
+        if notes and "attributes" in notes:
             attrs.update(notes["attributes"])  # the app's, last: it knows better than we do
 
         span = self._open(route, attrs)
-        end_ns = self._ns(now)
+        ns0 = self._start_ns
+        end_ns = ns0 + round(elapsed * 1e9)
         if first is not None:
-            span.add_event(sc.FIRST_TOKEN_EVENT, timestamp=self._ns(first))
+            span.add_event(sc.FIRST_TOKEN_EVENT, timestamp=ns0 + round((first - start) * 1e9))
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR, error_type))
             if exception is not None:
                 span.record_exception(exception, timestamp=end_ns)
             self._mark_the_parent(error_type)
 
-        ctx = trace.set_span_in_context(span)  # exemplars then point at this stream's span
-        if error_type is None and not client_disconnected:
-            if ttft is not None:
-                t.ttft.record(ttft, m_attrs, ctx)
-            if tpot is not None:
-                t.tpot.record(tpot, m_attrs, ctx)
-        d_attrs = m_attrs if error_type is None else {**m_attrs, sc.ERROR_TYPE: error_type}
-        t.duration.record(elapsed, d_attrs, ctx)
-        # One observation per gap, or every Nth from a random phase (see ``gap_sample_every``). No span
-        # in their context: else the SDK samples an exemplar on each record, pointing at whatever span is
-        # current here (the HTTP server span under an instrumentation), which no gap needs.
-        record = t.inter_chunk.record
-        for gap in self._gap_stats.sample(t.gap_sample_every, self._phase):
-            record(gap, m_attrs, _NO_SPAN)
-        for kind, met in verdicts:
-            if not met:
-                t.slo_violations.add(1, {**m_attrs, sc.SLO_KIND: kind})
+        left = client_disconnected
+        t.record(
+            m_attrs, trace.set_span_in_context(span), elapsed, ttft, tpot, error_type, left, gaps, verdicts
+        )
         span.end(end_time=end_ns)
 
     def _open(self, route: str | None, attrs: dict[str, AttributeValue] | None) -> Span:
         """The span: made now with ``attrs`` (or only the request's, when made before the end), in the
         context the stream started in (see :mod:`.parent`); or, if it exists, given ``attrs`` and its
         final name."""
-        name = f"{self._operation} {self._model}".rstrip() if self._operation else None  # the GenAI name
+        operation = self._operation
+        name = f"{operation} {self._model}".rstrip() if operation else None  # the GenAI name
         span = self._span
         if span is not None:
             if attrs is not None and span.is_recording():
@@ -341,41 +257,41 @@ class StreamTelemetry:
         """The request's attributes and the metric attributes, then (unless the stream has not ended:
         ``left``, whether the client disconnected, None) the high-cardinality facts and the counters."""
         scope = self._scope
+        if left is None:
+            return {
+                sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
+                sc.URL_PATH: scope.get("path", ""),
+                sc.GEN_AI_REQUEST_STREAM: True,
+                **m_attrs,
+            }
         attrs: dict[str, AttributeValue] = {
             sc.HTTP_REQUEST_METHOD: scope.get("method", "GET"),
             sc.URL_PATH: scope.get("path", ""),
             sc.GEN_AI_REQUEST_STREAM: True,
             **m_attrs,
+            _CHUNKS: self._chunks,
+            _FRAMES: self._frames,
+            _HEARTBEATS: self._heartbeats,
+            _BYTES: self._bytes,
+            _LEFT: left,
         }
-        if left is None:
-            return attrs
-        attrs[sc._NS + "chunks_in"] = self._chunks
-        attrs[sc._NS + "frames_out"] = self._frames
-        attrs[sc._NS + "heartbeats"] = self._heartbeats
-        attrs[sc._NS + "bytes_out"] = self._bytes
-        attrs[sc._NS + "client_disconnected"] = left
-        seen: tuple[tuple[str, AttributeValue | None], ...] = (
-            (sc.GEN_AI_RESPONSE_ID, self._response_id),
-            (sc.GEN_AI_RESPONSE_FINISH_REASONS, self._finish),
-            (sc.GEN_AI_USAGE_INPUT_TOKENS, self._in_tokens),
-            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, self._out_tokens),
-        )
-        attrs.update((k, v) for k, v in seen if v is not None and v != "" and v != ())
+        self._seen_attrs(attrs)
         return attrs
 
     def _metric_attrs(self, route: str | None) -> dict[str, str]:
         """Low-cardinality attributes only: a path or a response id on a metric would explode series."""
-        return {
-            k: v
-            for k, v in (
-                (sc.GEN_AI_OPERATION_NAME, self._operation),
-                (sc.GEN_AI_PROVIDER_NAME, self._provider),
-                (sc.GEN_AI_REQUEST_MODEL, self._request_model),
-                (sc.GEN_AI_RESPONSE_MODEL, self._model),
-                (sc.HTTP_ROUTE, route),
-            )
-            if v
-        }
+        attrs = {}
+        if self._operation:
+            attrs[sc.GEN_AI_OPERATION_NAME] = self._operation
+        if self._provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = self._provider
+        if self._request_model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = self._request_model
+        if self._model:
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = self._model
+        if route:
+            attrs[sc.HTTP_ROUTE] = route
+        return attrs
 
     def _ns(self, mono: float) -> int:
         """A monotonic reading as epoch ns on the span's clock (anchored at request arrival)."""

@@ -45,16 +45,26 @@ def _anthropic(words: list[str]) -> list[bytes]:
     thinking = {"type": "thinking_delta", "thinking": "Let me see. "}
     out = [
         _event("message_start", {"type": "message_start", "message": message}),
-        _event("content_block_start", {"type": "content_block_start", "index": 0,
-                                       "content_block": {"type": "thinking", "thinking": ""}}),
+        _event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "thinking", "thinking": ""},
+            },
+        ),
         _event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": thinking}),
         _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        _event("content_block_start", {"type": "content_block_start", "index": 1,
-                                       "content_block": {"type": "text", "text": ""}}),
+        _event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        ),
     ]
     out += [
-        _event("content_block_delta", {"type": "content_block_delta", "index": 1,
-                                       "delta": {"type": "text_delta", "text": w}})
+        _event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": w}},
+        )
         for w in words
     ]
     out.append(_event("content_block_stop", {"type": "content_block_stop", "index": 1}))
@@ -97,8 +107,10 @@ def _choices(words: list[str], n: int) -> list[bytes]:
 
     def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": index, "delta": delta, "finish_reason": finish}
-        return _event(None, {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                             "choices": [choice]})
+        return _event(
+            None,
+            {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]},
+        )
 
     out = [chunk(i, {"role": "assistant", "content": ""}) for i in range(n)]
     out += [chunk(i, {"content": w}) for w in words for i in range(n)]

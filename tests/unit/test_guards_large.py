@@ -56,7 +56,9 @@ async def test_block_ends_the_stream_before_any_of_it_leaves(anyio_backend: str)
 async def test_allow_streams_it_through_in_pieces_and_checks_what_follows(anyio_backend: str) -> None:
     seen: list[Check] = []
     wire = await serve(
-        App(["the secret ", "is out."]), guards=[_blocker("secret", seen)], max_event_bytes=LIMIT,
+        App(["the secret ", "is out."]),
+        guards=[_blocker("secret", seen)],
+        max_event_bytes=LIMIT,
         guard_failure="allow",
     )
     assert _text(wire).startswith("Hello there. " + BIG) and "sec" not in _text(wire)

@@ -21,9 +21,15 @@ pytestmark = pytest.mark.anyio
 
 async def _span(otel: Otel, guards: list[Any], **settings: Any) -> dict[str, Any]:
     """The attributes (and status) of the span of one guarded stream of App."""
-    await serve(StreamingMiddleware(
-        App(), StreamingSettings(**settings), guards=guards, tracer_provider=otel.tp, meter_provider=otel.mp
-    ))
+    await serve(
+        StreamingMiddleware(
+            App(),
+            StreamingSettings(**settings),
+            guards=guards,
+            tracer_provider=otel.tp,
+            meter_provider=otel.mp,
+        )
+    )
     (span,) = otel.ours()
     otel.exporter.clear()
     return {"status": span.status.status_code, **(span.attributes or {})}

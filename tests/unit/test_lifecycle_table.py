@@ -30,7 +30,8 @@ def _call(life: Lifecycle, name: str) -> None:
     """Call a transition, any required argument a do-nothing callback (the only kind they take now)."""
     method = getattr(life, name)
     required = [
-        p for p in inspect.signature(method).parameters.values()
+        p
+        for p in inspect.signature(method).parameters.values()
         if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     method(*(lambda: None for _ in required))
@@ -109,9 +110,11 @@ def test_every_move_a_transition_makes_is_in_the_table_and_every_entry_is_made()
     assert made == {(phase, to) for phase, targets in MOVES.items() for to in targets}
 
 
-@pytest.mark.parametrize(("phase", "target"), [
-    (phase, target) for phase in Phase for target in Phase if target not in MOVES[phase]
-], ids=lambda p: p.value)
+@pytest.mark.parametrize(
+    ("phase", "target"),
+    [(phase, target) for phase in Phase for target in Phase if target not in MOVES[phase]],
+    ids=lambda p: p.value,
+)
 def test_every_illegal_move_raises(phase: Phase, target: Phase) -> None:
     """Each transition that moves to ``target`` from somewhere refuses it from ``phase``: it raises
     LifecycleError, or (a transition that is a no-op outside its own phase, such as ``end()``) leaves the

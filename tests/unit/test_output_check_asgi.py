@@ -24,13 +24,20 @@ WEATHER = {
     "required": ["city", "days"],
     "additionalProperties": False,
 }
-TOOLS = {"model": "m", "stream": True, "tools": [{"type": "function", "function": {"name": "get_weather",
-                                                                                    "parameters": WEATHER}}]}
+TOOLS = {
+    "model": "m",
+    "stream": True,
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
+}
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    obj = {"id": "c1", "object": "chat.completion.chunk", "model": "m",
-           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    obj = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -46,8 +53,12 @@ def tool_stream(arguments: list[str]) -> list[bytes]:
 
 
 def content_stream(pieces: list[str]) -> list[bytes]:
-    return [chunk({"role": "assistant", "content": ""}), *(chunk({"content": p}) for p in pieces),
-            chunk({}, "stop"), b"data: [DONE]\n\n"]
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": p}) for p in pieces),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
 
 
 class App:
@@ -69,8 +80,9 @@ class App:
         await send(body(b"", more=False))
 
 
-async def post(app: App, request: dict[str, Any], schema: dict[str, Any] | None = None,
-               **settings: Any) -> Wire:
+async def post(
+    app: App, request: dict[str, Any], schema: dict[str, Any] | None = None, **settings: Any
+) -> Wire:
     """POST ``request`` (a JSON body) to ``app``; ``schema``: a json_schema override for it."""
     request_scope = scope("POST")
     if schema is not None:
@@ -129,8 +141,10 @@ async def test_no_schema_in_the_request_means_no_check() -> None:
 
 
 async def test_response_format_schema_catches_an_extra_key() -> None:
-    request = {"model": "m", "response_format": {"type": "json_schema", "json_schema": {"name": "w",
-                                                                                        "schema": WEATHER}}}
+    request = {
+        "model": "m",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": WEATHER}},
+    }
     pieces = ['{"city":"Rome",', '"days":2,', '"extra":true}']
     wire = await post(App(content_stream(pieces)), request, validate_json=True)
     (error,) = errors(wire)
@@ -145,8 +159,11 @@ async def test_json_object_mode_catches_broken_syntax() -> None:
     wire = await post(App(content_stream(pieces)), request, validate_json=True)
     (error,) = errors(wire)
     assert error["code"] == "json_syntax"
-    text = "".join(json.loads(e.data)["choices"][0]["delta"].get("content") or ""
-                   for e in wire.events() if "choices" in e.data)
+    text = "".join(
+        json.loads(e.data)["choices"][0]["delta"].get("content") or ""
+        for e in wire.events()
+        if "choices" in e.data
+    )
     assert text == '{"a": 1, "b" '  # up to the character that cannot follow
 
 
@@ -161,8 +178,18 @@ async def test_a_schema_given_per_request_checks_a_plain_text_stream() -> None:
 async def test_a_schema_the_checker_cannot_read_turns_the_check_off_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    request = {"model": "m", "tools": [{"type": "function", "function": {
-        "name": "get_weather", "parameters": {"$ref": "https://example.com/weather.json"}}}]}
+    request = {
+        "model": "m",
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "parameters": {"$ref": "https://example.com/weather.json"},
+                },
+            }
+        ],
+    }
     with caplog.at_level(logging.WARNING, logger="sse_middleware"):
         wire = await post(App(tool_stream(BAD)), request, validate_json=True)
     assert arguments(wire) == "".join(BAD) and not errors(wire) and wire.complete

@@ -145,10 +145,16 @@ class QuietThenTalks:
 
 WATCHER_WRITES = {
     # (the app's first writes, the write the client stops at, settings)
-    "heartbeat": ([b"data: 0\n\n"], lambda data: data.startswith(b":"), {"heartbeat_interval": 0.05,
-                                                                          "coalesce": False}),
-    "flush": ([_chunk("a"), _chunk("b")], lambda data: b'"b"' in data,
-              {"heartbeat_interval": 0, "coalesce_max_delay": 0.05}),  # "b" waits to be merged
+    "heartbeat": (
+        [b"data: 0\n\n"],
+        lambda data: data.startswith(b":"),
+        {"heartbeat_interval": 0.05, "coalesce": False},
+    ),
+    "flush": (
+        [_chunk("a"), _chunk("b")],
+        lambda data: b'"b"' in data,
+        {"heartbeat_interval": 0, "coalesce_max_delay": 0.05},
+    ),  # "b" waits to be merged
 }
 
 

@@ -19,18 +19,21 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, propagate, trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator, default_getter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
 from sse_middleware import StreamingMiddleware, StreamingSettings, annotate
 from sse_middleware._telemetry import gaps
+from sse_middleware._telemetry import instruments as instruments_module
 from sse_middleware._telemetry import recorder as tm
 from sse_middleware._telemetry.gaps import FOLD_AT
 from sse_middleware._telemetry.recorder import StreamTelemetry, Telemetry
@@ -205,6 +208,48 @@ def test_traceparent_from_headers_is_honoured(otel: Otel) -> None:
     assert span.parent is not None and span.parent.is_remote
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
     assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+
+
+class _PrefixBaggage(TextMapPropagator):
+    """A propagator of the Jaeger kind: every header named ``ctx-<key>`` is baggage, so it walks all the
+    carrier's names (``getter.keys``) instead of asking for fixed ones."""
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = default_getter) -> Any:
+        for name in getter.keys(carrier):
+            if name.startswith("ctx-"):
+                context = baggage.set_baggage(name[4:], ",".join(getter.get(carrier, name)), context)
+        return context
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        pass
+
+    @property
+    def fields(self) -> set[str]:
+        return set()
+
+
+class _Parents(SpanProcessor):
+    """The baggage of the context each span was started in."""
+
+    def __init__(self) -> None:
+        self.baggage: list[dict[str, object]] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.baggage.append(dict(baggage.get_all(parent_context)))
+
+
+def test_a_propagator_that_walks_every_header_name_finds_them(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request headers reach the configured propagator as a carrier it can list (``keys``) as
+    well as ask (``get``): repeated names once in the list, their values kept apart."""
+    monkeypatch.setattr(propagate, "get_global_textmap", lambda: CompositePropagator([_PrefixBaggage()]))
+    parents = _Parents()
+    otel.tp.add_span_processor(parents)
+    headers = [(b"host", b"x"), (b"ctx-tenant", b"t1"), (b"ctx-tier", b"a"), (b"ctx-tier", b"b")]
+    otel.tel().start(scope(headers=headers), start_mono=T0, start_ns=NS0).end(T0 + 1)
+    otel.tel().start(scope(headers=headers[:1]), start_mono=T0, start_ns=NS0).end(T0 + 1)
+    assert parents.baggage == [{"tenant": "t1", "tier": "a,b"}, {}]  # the control: no such headers
 
 
 def test_internal_child_when_a_span_is_current(otel: Otel) -> None:
@@ -422,19 +467,24 @@ def test_long_stream_keeps_memory_bounded_and_stats_close(otel: Otel) -> None:
     assert list(hist.bucket_counts) == expected
 
 
-def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(otel: Otel) -> None:
+def test_gap_sampling_records_every_nth_gap_and_keeps_span_stats_exact(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every 3rd gap from a phase drawn per stream (so short streams are not all sampled alike): 0.4
+    draws phase 1 of 3, the control 0.0 draws phase 0, one gap more of the 100."""
     tel = otel.tel(gap_sample_every=3)
-    stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
-    assert 0 <= stream._phase < 3  # a random start, so short streams are not all sampled alike
-    stream._phase = 1
-    feed(stream, [(0.1 + 0.01 * i, True) for i in range(101)])  # 100 gaps of 10 ms
-    stream.end(T0 + 1.2)
-    (hist,) = otel.points("sse_middleware.inter_chunk.duration")
-    assert hist.count == len(range(1, 100, 3))
+    counts = []
+    for draw in (0.4, 0.0):
+        monkeypatch.setattr(instruments_module.random, "random", lambda draw=draw: draw)
+        stream = tel.start(scope(), start_mono=T0, start_ns=NS0)
+        feed(stream, [(0.1 + 0.01 * i, True) for i in range(101)])  # 100 gaps of 10 ms
+        stream.end(T0 + 1.2)
+        counts.append(otel.count("sse_middleware.inter_chunk.duration") - sum(counts))
+    assert counts == [len(range(1, 100, 3)), len(range(0, 100, 3))]
     a = otel.spans()[0].attributes or {}
     assert a["sse_middleware.inter_chunk.max"] == pytest.approx(0.01)
     (tpot,) = otel.points("gen_ai.server.time_per_output_token")
-    assert tpot.sum == pytest.approx(0.01)  # TPOT and span stats use every gap
+    assert tpot.sum == pytest.approx(0.02)  # TPOT and span stats use every gap: 0.01 a stream, twice
 
 
 def test_gap_sampling_of_a_folded_stream_rounds_without_bias(
@@ -483,7 +533,9 @@ early = tel.start({"method": "GET", "path": "/", "headers": []}, start_mono=0.0,
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator, default_getter
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
