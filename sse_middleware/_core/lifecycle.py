@@ -101,11 +101,10 @@ class Lifecycle:
         self._cancel_app = cancel_app
         self._let_go: Callable[[], object] | None = None
 
-    # Each transition below checks its move against MOVES itself, then assigns: one call per move less
-    # than a shared helper would cost (three moves per stream).
-
-    def _refuse(self, new: Phase) -> None:
-        raise LifecycleError(f"a stream cannot go from {self.phase.value} to {new.value}")
+    def _move(self, new: Phase) -> None:
+        if new not in MOVES[self.phase]:
+            raise LifecycleError(f"a stream cannot go from {self.phase.value} to {new.value}")
+        self.phase = new
 
     def _move_client(self, new: Client) -> None:
         if new not in CLIENT_MOVES[self.client]:
@@ -121,15 +120,11 @@ class Lifecycle:
 
     def pass_through(self) -> None:
         """Not a stream (or HEAD): every message goes through untouched from now on."""
-        if Phase.PASSING not in MOVES[self.phase]:
-            self._refuse(Phase.PASSING)
-        self.phase = Phase.PASSING
+        self._move(Phase.PASSING)
 
     def stream(self, let_go: Callable[[], object]) -> None:
         """A stream the middleware looks after; ``let_go`` is called once, when it no longer does."""
-        if Phase.STREAMING not in MOVES[self.phase]:
-            self._refuse(Phase.STREAMING)
-        self.phase = Phase.STREAMING
+        self._move(Phase.STREAMING)
         self._let_go = let_go
 
     # -- the client -----------------------------------------------------------------------------------
@@ -147,24 +142,18 @@ class Lifecycle:
 
     def closing(self) -> None:
         """The app's final body is on its way (ours while written: a shutdown's hard stop may cut it)."""
-        if Phase.CLOSING not in MOVES[self.phase]:
-            self._refuse(Phase.CLOSING)
-        self.phase = Phase.CLOSING
+        self._move(Phase.CLOSING)
 
     def closed(self) -> None:
         """The app's final body went out, or its write failed where the app hears it: the app's time is
         its own again."""
-        if Phase.ENDED not in MOVES[self.phase]:
-            self._refuse(Phase.ENDED)
-        self.phase = Phase.ENDED
+        self._move(Phase.ENDED)
         self.let_go()
 
     def client_gone(self) -> None:
         """The client left and the app can know it (it heard the disconnect, or will at its next send):
         what it does next is its own business."""
-        if Phase.ENDED not in MOVES[self.phase]:
-            self._refuse(Phase.ENDED)
-        self.phase = Phase.ENDED
+        self._move(Phase.ENDED)
         self.let_go()
 
     # -- the middleware ends it -----------------------------------------------------------------------
@@ -174,9 +163,7 @@ class Lifecycle:
         the host's teardown tells the client ``info`` (None: just its end). Once the stream is ending or
         over, a later call changes nothing."""
         if self.phase is Phase.STREAMING:
-            if Phase.ENDING not in MOVES[self.phase]:
-                self._refuse(Phase.ENDING)
-            self.phase = Phase.ENDING
+            self._move(Phase.ENDING)
             self.ending = info
             self.ours = True
             self._cancel_app()
@@ -196,9 +183,7 @@ class Lifecycle:
 
     def finished(self) -> None:
         """The middleware writes the stream's last frame: from now on the app's writes go nowhere."""
-        if Phase.ENDED not in MOVES[self.phase]:
-            self._refuse(Phase.ENDED)
-        self.phase = Phase.ENDED
+        self._move(Phase.ENDED)
         self.ours = True
 
     def hard_stop(self) -> None:

@@ -105,7 +105,7 @@ class Pipeline:
                 if blob is body and blob and not self.mid_event:  # whole events, nothing held: as they came
                     observer = self.observer
                     if observer is not None:  # as _observe() says of each event it reads nothing in
-                        if CR in blob or blob.count(b"\n\n") > 1:  # not _events()' usual single event
+                        if blob.count(b"\n\n") > 1:  # maybe several: _events() tells (CR-framed: one)
                             for _ in _events(blob)[1:]:
                                 observer.chunk(now, True)
                         observer.chunk(now, True)
