@@ -81,7 +81,6 @@ class Resumption:
         self.settings = settings
         self.caller: Caller = caller or default_caller
         self.telemetry = ResumeTelemetry(tracer_provider, meter_provider) if settings.telemetry else None
-        self._store: Store | None = None
         self._rest_until = -math.inf
         self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
         self.stopping = False
@@ -89,6 +88,10 @@ class Resumption:
         # resume on, or a store other processes write to, or a stream that opened a log (resume on per
         # request). Else no request's headers need a look: a memory store holds only this one's logs.
         self.answers = settings.resume or parse_store_url(settings.resume_store).kind != "memory"
+        # Opened now when it may be used, not at the first stream: a redis store's first use imports
+        # redis-py, which would block the loop and spend the first stream's STORE_SECONDS (so that
+        # stream, and the next REST_SECONDS of them, ran without resume).
+        self._store: Store | None = open_store(settings.resume_store) if self.answers else None
 
     @property
     def store(self) -> Store:
