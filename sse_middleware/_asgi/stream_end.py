@@ -91,7 +91,8 @@ async def finish(stream: Ended, cancelled: bool, failure: Exception | None) -> N
         info = errors.shutdown(error_id(stream), settings.shutdown_retry_ms)
     out = pipe.flush() if info is not None else pipe.close()
     complete = not life.abandoned
-    if info is not None:
+    # Not after the app's own end marker or error event: the client's stream is over already.
+    if info is not None and not pipe.answered(stream.writer.last_frame):
         frame = pipe.error_frame(info)
         if frame is None:
             complete = False  # no in-band channel: cut the response so it cannot look complete

@@ -77,6 +77,7 @@ class WriterState:
         "_trailers",
         "clocks",
         "index",
+        "last_frame",
         "life",
         "lock",
         "log",
@@ -92,6 +93,7 @@ class WriterState:
     _trailers: bool
     _in_flight: anyio.CancelScope | TaskCut | None
     life: Lifecycle
+    last_frame: bytes
     pipe: Pipeline
     telemetry: StreamTelemetry | None
     watcher: Watcher

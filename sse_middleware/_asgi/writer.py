@@ -81,6 +81,7 @@ class Writer(WatchedWrites, LastWrites):
         self.sending_since = 0.0  # when the write in flight began (0.0, a time no clock shows: none)
         self._in_flight: anyio.CancelScope | TaskCut | None = None  # the write cut() cuts
         self.index: Any = None  # called after each frame the log takes, until it returns True
+        self.last_frame = b""  # the last frame the client has (or the log, detached); no heartbeat
 
     # -- the per-token path --------------------------------------------------------------------------------
 
@@ -116,7 +117,7 @@ class Writer(WatchedWrites, LastWrites):
                 await self.final(b"".join(out))
                 return
             if out:
-                data = out[0] if len(out) == 1 else b"".join(out)
+                data = self.last_frame = out[0] if len(out) == 1 else b"".join(out)
                 if self.log is not None:
                     await self.frame(data, now)
                 else:  # frame() without a log, inlined: one coroutine less per token (docs/benchmarks.md)
@@ -189,6 +190,7 @@ class Writer(WatchedWrites, LastWrites):
         """One frame to the client, through the log first when resumable. ``until``: when to give the
         write up, for a writer nobody watches (the watcher's own writes); inf: the watcher cuts it. Whether
         it was written (a detached stream's frame is only logged)."""
+        self.last_frame = data
         log = self.log
         if log is not None:
             data = log.append(data)

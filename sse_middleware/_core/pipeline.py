@@ -325,6 +325,17 @@ class Pipeline:
             out.append(self.framer.take())
         return out
 
+    def answered(self, last: bytes) -> bool:
+        """Whether ``last``, the last frame the client has, ends with the stream's own end: its end marker,
+        or the error event the app sent itself. An ending then adds no event: the client has a finished
+        stream or the app's own error, and a second ending would contradict it (an AG-UI run cannot fail
+        once it finished; the Anthropic SDK raises on an error event after ``message_stop``)."""
+        if self.framer is None or self.mid_event or not last:
+            return False
+        event = _events(last)[-1]
+        dialect = type(self.dialect)
+        return dialect.is_end(event) or dialect.reported_error(event) is not None
+
     def error_frame(self, info: ErrorInfo) -> bytes | None:
         """The error event in this stream's dialect; None when the format has no in-band channel.
 

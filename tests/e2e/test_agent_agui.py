@@ -101,6 +101,20 @@ def test_an_exception_mid_run_reaches_the_client_as_run_error(
     assert got.texts == want.texts == ["".join(ANSWER[:10])]
 
 
+def test_an_exception_after_the_run_finished_adds_nothing(ours: Server, bare: Server, read: Reader) -> None:
+    """The producer raises after its ``RUN_FINISHED`` (a cleanup that fails once the run is over): the
+    run is whole, and a ``RUN_ERROR`` after it would turn it into a failed one for both readers. The
+    middleware logs the exception and ends the stream cleanly. Control: the bare app's cut connection
+    fails the run. Mutation: ``Pipeline.answered`` returning False -> our RUN_ERROR after RUN_FINISHED,
+    reported as the run's error."""
+    want = read(f"{bare.url}/crash", "after the end")
+    assert want.types[-1] == "RUN_FINISHED" and want.texts == ["".join(ANSWER[:10])]
+    assert want.failed is not None  # the control: the connection is cut after the run finished
+    got = read(f"{ours.url}/crash", "after the end")
+    assert got.failed is None and got.error is None, (got.failed, got.error)
+    assert got.types[-1] == "RUN_FINISHED" and got.texts == want.texts
+
+
 def test_a_guard_trip_ends_the_run_the_protocols_way(guarded: Server, bare: Server, read: Reader) -> None:
     want = read(f"{bare.url}/agui", "guard")
     assert want.texts == ["".join(GUARDED)] and want.types[-1] == "RUN_FINISHED"  # the control: unguarded

@@ -99,6 +99,22 @@ def test_openai_responses_sdk_yields_its_error_event(wrapped: Server, control: S
     assert isinstance(exc, openai.APIConnectionError) and not errors
 
 
+def test_an_exception_after_the_answer_ended_adds_no_error_event(wrapped: Server, control: Server) -> None:
+    """The app raises after its stream's last event (``message_stop``, ``response.completed``): a
+    cleanup that fails once the answer is whole. The Anthropic SDK reads on to the connection's end and
+    raises on any error event, the Responses SDK hands one over, so an error event there would turn a
+    whole answer into a failure. The middleware logs the exception and ends the stream cleanly. Control:
+    the bare server cuts the connection, which the Anthropic SDK raises on. Mutation:
+    ``Pipeline.answered`` returning False -> APIStatusError, and one error event."""
+    whole = "".join(TOKENS)
+    text, exc = anthropic_text(wrapped, fail_at=len(TOKENS))
+    assert exc is None and text == whole, exc
+    text, errors, exc = responses_text(wrapped, fail_at=len(TOKENS))
+    assert exc is None and not errors and text == whole, (exc, errors)
+    text, exc = anthropic_text(control, fail_at=len(TOKENS))
+    assert text == whole and exc is not None and not isinstance(exc, anthropic.APIStatusError)
+
+
 def test_generic_sse_gets_a_named_error_event_and_a_clean_end(wrapped: Server, control: Server) -> None:
     seen = read_stream(wrapped.url + "/sse?n=5&fail_at=3")
     assert seen.error is None  # a clean end of the body: the client was told, not cut off

@@ -115,6 +115,8 @@ async def anthropic_stream(tokens: list[str], delay: float, fail_at: int) -> Asy
         },
     )
     yield anthropic_event("message_stop", {})
+    if fail_at == len(tokens):  # after the last event: a cleanup that fails once the answer is whole
+        raise RuntimeError("secret anthropic failure hunter2")
 
 
 @api.post("/v1/messages")
@@ -166,6 +168,8 @@ async def responses_stream(tokens: list[str], delay: float, fail_at: int) -> Asy
         },
     }
     yield responses_event("response.completed", {"response": done}, len(tokens) + 1)
+    if fail_at == len(tokens):  # after the last event, as above
+        raise RuntimeError("secret responses failure hunter2")
 
 
 @api.post("/v1/responses")

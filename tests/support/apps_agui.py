@@ -12,7 +12,8 @@
 
 ``POST /crash`` is an AG-UI stream written by hand, as the protocol's Python SDK shows it, whose
 generator raises mid-answer: an exception after the response started, which only the middleware can
-turn into a ``RUN_ERROR``.
+turn into a ``RUN_ERROR``. With the prompt ``after the end`` it raises only after its ``RUN_FINISHED``
+(a cleanup that fails once the run is over).
 
 ``TEST_WRAP=0`` serves it without the middleware; its settings come from ``SSE_MIDDLEWARE_*``;
 ``TEST_AGUI_GUARD=1`` adds the guard. Tokens are ``TEST_AGUI_PACE`` seconds apart (default 0.01: 100
@@ -30,8 +31,10 @@ import anyio
 from ag_ui.core import (
     EventType,
     RunAgentInput,
+    RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
+    TextMessageEndEvent,
     TextMessageStartEvent,
 )
 from ag_ui.encoder import EventEncoder
@@ -141,6 +144,7 @@ async def crash(request: Request) -> Response:
     """AG-UI written by hand with the protocol's own encoder; the generator fails after some text."""
     run = RunAgentInput.model_validate(json.loads(await request.body()))
     encoder = EventEncoder(accept=request.headers.get("accept"))
+    after_end = run.messages[-1].content == "after the end"
 
     async def events() -> AsyncIterator[str]:
         yield encoder.encode(
@@ -153,6 +157,11 @@ async def crash(request: Request) -> Response:
             await anyio.sleep(PACE)
             yield encoder.encode(
                 TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id="m1", delta=token)
+            )
+        if after_end:
+            yield encoder.encode(TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id="m1"))
+            yield encoder.encode(
+                RunFinishedEvent(type=EventType.RUN_FINISHED, thread_id=run.thread_id, run_id=run.run_id)
             )
         raise RuntimeError("database password is hunter2")  # never to reach the client
 

@@ -1,0 +1,130 @@
+"""An ending after the app's own end adds nothing: once the client has the stream's end marker, or the
+error event the app sent itself, an exception (or a stall, a shutdown) after it is logged, not told.
+
+Each format's official reader treats an event after the end as part of the stream: the Anthropic SDK
+raises on an ``error`` event after ``message_stop``, an AG-UI client reports a ``RUN_ERROR`` after
+``RUN_FINISHED`` as the run's failure, and a second error after the app's own contradicts it. The end to
+end proofs with the real readers are in tests/e2e/test_errors.py and test_agent_agui.py; here, every
+format at raw ASGI. Control: the same stream without its last event gets our error event. Mutation:
+``Pipeline.answered`` returning False -> every case fails; the writer's ``last_frame`` also set by
+heartbeats -> the heartbeat case fails.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from sse_middleware import StreamingMiddleware, StreamingSettings
+from sse_middleware._types import ASGIApp, Receive, Scope, Send
+
+from ..support.harness import Wire, scope
+
+pytestmark = pytest.mark.anyio
+
+
+def data(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def named(name: str, obj: dict[str, object]) -> bytes:
+    return b"event: " + name.encode() + b"\n" + data({"type": name, **obj})
+
+
+CHUNK = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+MESSAGE = {"id": "m", "type": "message", "role": "assistant", "content": [], "model": "x"}
+TEXT_DELTA = {"index": 0, "delta": {"type": "text_delta", "text": "hi"}}
+RESPONSE = {"id": "r", "object": "response", "status": "completed", "output": []}
+# Each stream ends with the app's own end (its end marker, or its own error event); the text before it
+# comes in pieces, so that with coalescing on some of it is merged and flushed before the end.
+STREAMS: dict[str, list[bytes]] = {
+    "openai [DONE]": [
+        data({**CHUNK, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+        *[data({**CHUNK, "choices": [{"index": 0, "delta": {"content": w}}]}) for w in ("a", " b", " c")],
+        b"data: [DONE]\n\n",
+    ],
+    "openai error chunk": [
+        data({**CHUNK, "choices": [{"index": 0, "delta": {"content": "a"}}]}),
+        data({"error": {"message": "upstream overloaded", "type": "server_error"}}),
+    ],
+    "anthropic message_stop": [
+        named("message_start", {"message": MESSAGE}),
+        named("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        named("content_block_delta", TEXT_DELTA),
+        named("content_block_stop", {"index": 0}),
+        named("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+        named("message_stop", {}),
+    ],
+    "responses completed": [
+        named("response.created", {"response": {**RESPONSE, "status": "in_progress"}}),
+        named(
+            "response.output_text.delta",
+            {"item_id": "i", "output_index": 0, "content_index": 0, "delta": "a"},
+        ),
+        named("response.completed", {"response": RESPONSE}),
+    ],
+    "ai-sdk finish": [
+        data({"type": "start"}),
+        data({"type": "text-start", "id": "t"}),
+        *[data({"type": "text-delta", "id": "t", "delta": w}) for w in ("a", " b")],
+        data({"type": "text-end", "id": "t"}),
+        data({"type": "finish"}),
+        b"data: [DONE]\n\n",
+    ],
+    "ag-ui RUN_FINISHED": [
+        data({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}),
+        data({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
+        *[data({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": w}) for w in ("a", " b")],
+        data({"type": "TEXT_MESSAGE_END", "messageId": "m"}),
+        data({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}),
+    ],
+    "ag-ui RUN_ERROR": [
+        data({"type": "RUN_STARTED", "threadId": "t", "runId": "r"}),
+        data({"type": "RUN_ERROR", "message": "the model failed"}),
+    ],
+    "generic event: error": [b"data: one\n\n", b"event: error\ndata: the app's own\n\n"],
+}
+SSE = [(b"content-type", b"text/event-stream")]
+ENDS = {"ai-sdk finish": 2}  # how many last events are the end (one unless said): the control drops them
+
+
+def failing_app(frames: list[bytes], silence: float) -> ASGIApp:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE})
+        for frame in frames:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await anyio.sleep(silence)
+        raise RuntimeError("a cleanup after the stream failed")
+
+    return app
+
+
+async def run(frames: list[bytes], *, silence: float = 0.0, **settings: Any) -> Wire:
+    mw = StreamingMiddleware(failing_app(frames, silence), StreamingSettings(**settings))
+    client = Wire()
+    await mw(scope(), client.receive, client.send)
+    return client
+
+
+@pytest.mark.parametrize("coalesce", [True, False], ids=["merged", "as-sent"])
+@pytest.mark.parametrize("name", sorted(STREAMS))
+async def test_nothing_follows_the_apps_own_end(name: str, coalesce: bool) -> None:
+    frames = STREAMS[name]
+    client = await run(frames, heartbeat_interval=0, coalesce=coalesce)
+    assert client.complete  # ended cleanly, not cut
+    assert client.data.endswith(frames[-1])  # the app's own end is the last thing the client has
+    assert client.data.count(b"failed on the server") == 0
+    control = await run(frames[: -ENDS.get(name, 1)], heartbeat_interval=0, coalesce=coalesce)
+    assert control.complete and b"failed on the server" in control.data  # without it: our error event
+
+
+async def test_a_heartbeat_after_the_end_does_not_reopen_it() -> None:
+    """The app is silent after its end marker, heartbeats go out, then it raises: still nothing added."""
+    frames = STREAMS["openai [DONE]"]
+    client = await run(frames, heartbeat_interval=0.02, silence=0.15)
+    assert client.comments(), "heartbeats went out after the end marker"
+    assert client.complete and b"failed on the server" not in client.data
+    assert client.events()[-1].data == "[DONE]"
