@@ -92,6 +92,21 @@ async def test_one_stream_across_the_runs() -> None:
     assert second[1] == b'{"messages": []}'  # the body, replayed from memory
 
 
+async def test_an_exception_after_the_end_marker_is_no_trigger() -> None:
+    """[DONE] went out (without a finish reason before it, as some relays send it), then the app raised:
+    the stream is over, nothing is re-run or spliced after it (before the fix: two re-runs, and a
+    [DONE] from each after the first). Control: the same raise just before [DONE] is recovered."""
+    events = chat_events(PARTS, "chatcmpl-A")
+    no_finish = [*events[:-2], events[-1]]  # the role, the text, [DONE]
+    app = Flaky([[*no_finish, None], events])
+    wire = await serve(app)
+    assert len(app.seen) == 1 and wire.data.count(b"[DONE]") == 1 and wire.complete
+    assert chat_read(wire.data)["text"] == ANSWER and not chat_read(wire.data)["errors"]
+    control = Flaky([[*no_finish[:-1], None], events])
+    wire = await serve(control)
+    assert len(control.seen) == 2 and chat_read(wire.data)["text"] == ANSWER
+
+
 async def test_recovery_off_is_todays_stream() -> None:
     """The control: the same app without recovery ends with the middleware's error event, half an answer."""
     app = Flaky([cut_chat(6), chat_events(PARTS, "chatcmpl-B")])

@@ -85,6 +85,8 @@ class Transcript:
         """Why the stream cannot be recovered in ``mode`` now; None when it can."""
         if self.finished:
             return "the answer was whole (its finish reason went out)"
+        if self.ended:  # a relay's [DONE] without a finish reason: nothing can follow it
+            return "the stream had ended (its end marker went out)"
         if self.tool:
             return "a tool call had begun reaching the client, and providers do not continue arguments"
         if mode == "retry" and self.content:
