@@ -328,8 +328,9 @@ class Pipeline:
     def answered(self, last: bytes) -> bool:
         """Whether ``last``, the last frame the client has, ends with the stream's own end: its end marker,
         or the error event the app sent itself. An ending then adds no event: the client has a finished
-        stream or the app's own error, and a second ending would contradict it (an AG-UI run cannot fail
-        once it finished; the Anthropic SDK raises on an error event after ``message_stop``)."""
+        stream or the app's own error, and a second ending would contradict it (an AG-UI client takes a
+        ``RUN_ERROR`` after ``RUN_FINISHED`` as the run's failure; the Anthropic SDK raises on an error
+        event after ``message_stop``)."""
         if self.framer is None or self.mid_event or not last:
             return False
         event = _events(last)[-1]
