@@ -18,8 +18,8 @@ from .errors import ErrorInfo
 from .guard import GuardGate
 from .observer import StreamObserver
 from .output_check import OutputCheck
-from .pipeline import Pipeline, _events
-from .sse import Framer
+from .pipeline import Pipeline
+from .sse import Framer, split_events
 from .wire import TEXT, Part, simple
 
 
@@ -58,7 +58,7 @@ class GuardedPipeline(Pipeline):
             return self._too_large(framer, blob, now)
         if not blob:
             return []
-        return self._feed_events(_events(blob), now)
+        return self._feed_events(split_events(blob), now)
 
     def _too_large(self, framer: Framer, blob: bytes, now: float) -> list[bytes]:
         """An event past ``max_event_bytes``: it cannot be held whole to be checked (memory stays bounded),
@@ -71,7 +71,7 @@ class GuardedPipeline(Pipeline):
             framer.take()
             self.gate.failed()
             return []
-        events = _events(blob) if blob else []
+        events = split_events(blob) if blob else []
         if self.mid_event:  # the large event goes on: its end is the blob's first event, if it came
             tail = events.pop(0) if events else framer.take()
             self.gate.unchecked(tail)

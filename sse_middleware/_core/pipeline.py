@@ -19,10 +19,9 @@ from .config import CoreConfig
 from .dialects import Delta, Dialect, PlainText, RouteRelay, detect, initial
 from .dialects.base import Spliced
 from .errors import ErrorInfo
-from .lines import CR
 from .observer import StreamObserver
 from .output_check import OutputCheck
-from .sse import Framer, has_id_line
+from .sse import Framer, has_id_line, split_events
 from .wire import TEXT, Envelope
 
 
@@ -105,8 +104,8 @@ class Pipeline:
                 if blob is body and blob and not self.mid_event:  # whole events, nothing held: as they came
                     observer = self.observer
                     if observer is not None:  # as _observe() says of each event it reads nothing in
-                        if blob.count(b"\n\n") > 1:  # maybe several: _events() tells (CR-framed: one)
-                            for _ in _events(blob)[1:]:
+                        if blob.count(b"\n\n") > 1:  # maybe several: split_events() tells (CR-framed: one)
+                            for _ in split_events(blob)[1:]:
                                 observer.chunk(now, True)
                         observer.chunk(now, True)
                     return [body]
@@ -138,7 +137,7 @@ class Pipeline:
             return out
         if not blob:
             return []
-        events = _events(blob)  # one split for every reader: the dialect's parse is kept by identity
+        events = split_events(blob)  # one split for every reader: the dialect's parse is kept by identity
         dialect = self.dialect
         if dialect.detecting:
             dialect = self._detect(events, blob)
@@ -333,7 +332,7 @@ class Pipeline:
         event after ``message_stop``)."""
         if self.framer is None or self.mid_event or not last:
             return False
-        event = _events(last)[-1]
+        event = split_events(last)[-1]
         dialect = type(self.dialect)
         return dialect.is_end(event) or dialect.reported_error(event) is not None
 
@@ -348,21 +347,3 @@ class Pipeline:
         if self.framer is not None:
             self.framer.take()
         return self.dialect.error_event(info)
-
-
-def _events(blob: bytes) -> list[bytes]:
-    """Whole raw events of a blob that ends on a boundary (extra blank lines ride with the event before)."""
-    if CR in blob or blob.count(b"\n\n") <= 1:
-        # The usual single event (or the last LF of a blank line cut across chunks); CR-framed streams
-        # are forwarded whole, never merged.
-        return [blob]
-    parts = blob.split(b"\n\n")
-    out: list[bytes] = []
-    for part in parts[:-1]:
-        if part.strip(b"\n") or not out:
-            out.append(part + b"\n\n")
-        else:
-            out[-1] += part + b"\n\n"
-    if parts[-1]:
-        out[-1] += parts[-1]
-    return out

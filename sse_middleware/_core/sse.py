@@ -201,6 +201,24 @@ def _check_line(what: str, value: str) -> None:
         raise ValueError(f"an SSE {what} cannot contain CR or LF: {value!r}")
 
 
+def split_events(blob: bytes) -> list[bytes]:
+    """Whole raw events of a blob that ends on a boundary (extra blank lines ride with the event before)."""
+    if CR in blob or blob.count(b"\n\n") <= 1:
+        # The usual single event (or the last LF of a blank line cut across chunks); CR-framed streams
+        # are forwarded whole, never merged.
+        return [blob]
+    parts = blob.split(b"\n\n")
+    out: list[bytes] = []
+    for part in parts[:-1]:
+        if part.strip(b"\n") or not out:
+            out.append(part + b"\n\n")
+        else:
+            out[-1] += part + b"\n\n"
+    if parts[-1]:
+        out[-1] += parts[-1]
+    return out
+
+
 class Framer:
     """Cuts a byte stream into whole raw events, without decoding, so whole events can be forwarded as-is.
 

@@ -16,7 +16,8 @@ from sse_middleware import StreamingSettings
 from sse_middleware._core import wire
 from sse_middleware._core.dialects import Dialect, OpenAIChat, detect
 from sse_middleware._core.dialects import base as dialect_base
-from sse_middleware._core.pipeline import Pipeline, _events
+from sse_middleware._core.pipeline import Pipeline
+from sse_middleware._core.sse import split_events
 
 from ..support.formats import FORMATS
 from ..support.tier import examples
@@ -35,7 +36,7 @@ def run(fmt: str, tokens: list[str], coalesce: bool) -> tuple[list[bytes], list[
     """The frames and telemetry calls of ``fmt``'s stream sent an event per body, with the events."""
     stream, s, pipeline = format_case(fmt, tokens)
     s = StreamingSettings(coalesce=coalesce, dialect=s.dialect, json_text_field=s.json_text_field)
-    events = _events(stream)
+    events = split_events(stream)
     observed = Observed()
     pipe = Pipeline("sse", s.core(), observed, **pipeline)  # type: ignore[arg-type]
     frames = [frame for now, raw in enumerate(events) for frame in pipe.feed(raw, float(now))]
