@@ -151,17 +151,33 @@ class GuardRunner:
 
     async def _end_of_body(self) -> None:
         """Every part's final check, before the stream's end goes out (in the app's task: it is done)."""
+        self.pipe.end_of_body()
+        if await self._final_checks():
+            await self.writer.end_of_body(self.pipe.close)
+
+    async def settle(self) -> None:
+        """The app raised: the text it produced before still gets its checks, and what passes goes out
+        before the stream's ending, as at the end of its body (hold mode: observe mode let it out
+        already). Without this, text the guards had not yet seen was lost with the failure, and a whole
+        answer whose app failed in its cleanup lost its tail. The caller bounds it."""
+        pipe = self.pipe
+        if pipe.gate.hold:
+            pipe.end_of_body(failed=True)
+            if await self._final_checks():
+                await self._write_released()
+
+    async def _final_checks(self) -> bool:
+        """Every part's final check, with the check task's own first; whether the stream is still live
+        (False: a check tripped and the stream ends from our side, the app cancelled)."""
         life, pipe = self.life, self.pipe
-        pipe.end_of_body()
         await self.join()
         while life.phase is Phase.STREAMING:
             check = pipe.gate.next_check()
             if check is None:
                 break
             if not await self._run_guards(check):
-                return  # tripped: the stream ends from our side (the app is cancelled)
-        if life.phase is Phase.STREAMING:
-            await self.writer.end_of_body(pipe.close)
+                return False
+        return life.phase is Phase.STREAMING
 
     # -- the checks, beside the app -------------------------------------------------------------------
 

@@ -294,6 +294,10 @@ class Stream:
             if not watcher.stopped:  # stopped already when the app's final body let the stream go
                 watcher.stop()  # first: nothing of ours may hold the lock or write after this
             guards = self.guards
+            if guards is not None and failure is not None and life.phase is Phase.STREAMING:
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await watcher.join()
+                    await guards.settle()  # what the app produced before it raised, checked
             if guards is not None:
                 guards.stop()
             if watcher.child is not None or guards is not None:  # a shielded scope only to wait for one

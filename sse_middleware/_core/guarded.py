@@ -172,10 +172,14 @@ class GuardedPipeline(Pipeline):
                     self._observe(dialect, item, now)
         return out
 
-    def end_of_body(self) -> None:
-        """The app's body ended: what is left gets its final checks before :meth:`close`."""
+    def end_of_body(self, *, failed: bool = False) -> None:
+        """The app's body ended (``failed``: the app raised): what is left gets its final checks before
+        :meth:`close`. An unterminated last event goes on as it was sent, unless the app failed: then it
+        is dropped, as :meth:`error_frame` drops it (its lines would swallow the ending's)."""
         if self.framer is not None and self.framer.pending:
-            self.gate.event(self.framer.take())  # an unterminated last event, as it was sent
+            held = self.framer.take()
+            if not failed:
+                self.gate.event(held)
         self.gate.close()
 
     def close(self) -> list[bytes]:

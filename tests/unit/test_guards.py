@@ -148,8 +148,11 @@ TOKENS = ["Hello ", "wor", "ld, ", "the ", "sec", "ret ", "is ", "out", "."]
 
 
 class App:
-    def __init__(self, tokens: list[str] = TOKENS, gap: float = 0.005) -> None:
-        self.tokens, self.gap, self.produced = tokens, gap, 0
+    """``fail``: ``"after"``, the app raises once its ``[DONE]`` is sent (a cleanup that fails);
+    ``"mid"``, it raises after its last token, with no ``[DONE]``."""
+
+    def __init__(self, tokens: list[str] = TOKENS, gap: float = 0.005, fail: str | None = None) -> None:
+        self.tokens, self.gap, self.produced, self.fail = tokens, gap, 0, fail
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send(start(SSE))
@@ -157,7 +160,11 @@ class App:
             await send(body(_chunk(token)))
             self.produced += 1
             await anyio.sleep(self.gap)
-        await send(body(b"data: [DONE]\n\n", more=False))
+        if self.fail == "mid":
+            raise RuntimeError("the upstream went away")
+        await send(body(b"data: [DONE]\n\n", more=self.fail == "after"))
+        if self.fail == "after":
+            raise RuntimeError("a cleanup after the answer failed")
 
 
 def _text(wire: Wire) -> str:
@@ -219,6 +226,44 @@ async def test_an_async_guard_past_its_timeout_is_a_fault(anyio_backend: str) ->
 
     wire = await serve(App(), guards=[slow], guard_timeout=0.05)
     assert _text(wire) == "" and b'"error"' in wire.data
+
+
+async def test_an_app_that_raises_keeps_the_text_it_produced_checked(anyio_backend: str) -> None:
+    """Hold mode with a guard slower than the tokens: when the app raises, the text the guards had not
+    seen yet still gets its checks and goes out before the ending. After ``[DONE]``: the whole answer and
+    nothing added; mid-answer: all the text, then the error event. A trip in those last checks still
+    ends as content filter. Control: the unguarded app gives the same text. Mutation: no
+    ``GuardRunner.settle`` in the stream's teardown -> the unchecked tail is lost."""
+
+    async def slow(check: Check) -> None:
+        await anyio.sleep(0.03)
+
+    whole = "".join(TOKENS)
+    for fail in ("after", "mid"):
+        control = await serve(App(fail=fail))
+        wire = await serve(App(fail=fail), guards=[slow])
+        assert _text(wire) == _text(control) == whole, fail
+        assert (wire.events()[-1].data == "[DONE]") is (fail == "after")
+        assert (b'"error"' in wire.data) is (fail == "mid") and wire.complete
+    wire = await serve(App(fail="after"), guards=[slow, _blocker("secret")])
+    assert "sec" not in _text(wire) and b"content_filter" in wire.data
+
+
+async def test_half_an_event_before_the_apps_failure_is_dropped_not_checked(anyio_backend: str) -> None:
+    """The app raises with half an event sent: as without guards, that half is dropped, so the error
+    event that follows is read whole. Mutation: ``end_of_body(failed=True)`` handing the half to the
+    gate -> the half goes out and swallows the error event's lines."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(SSE))
+        await send(body(_chunk("Hello ")))
+        await send(body(b'data: {"half-of-an-event'))
+        raise RuntimeError("the upstream went away")
+
+    for guards in ([], [_blocker("nothing")]):  # the control: unguarded
+        wire = await serve(app, guards=guards)
+        assert _text(wire) == "Hello " and b"half-of-an-event" not in wire.data
+        assert "error" in json.loads(wire.events()[-1].data), guards
 
 
 async def test_observe_does_not_delay_the_first_text(anyio_backend: str) -> None:
