@@ -2,8 +2,9 @@
 every valid completion is a fault. Sans-I/O: text in, ``Fault | None`` out."""
 
 from .checker import SCHEMA, SYNTAX, Fault, JsonChecker
+from .compiled import CompiledSchema
 from .request import NO_CHECK, SYNTAX_ONLY, DeclaredSchemas, checker_for, declared_schemas
-from .schema import EVALUATED, CompiledSchema, compile_schema
+from .schema import EVALUATED, compile_schema
 
 __all__ = [
     "EVALUATED",

@@ -13,9 +13,9 @@ import json
 import re
 from typing import Final
 
+from .compiled import CompiledSchema
 from .evaluate import Evaluator
 from .path import format_path
-from .schema import CompiledSchema
 
 SYNTAX: Final = "json_syntax"
 SCHEMA: Final = "json_schema"

@@ -14,7 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-from .schema import CompiledSchema, Node, json_equal
+from .compiled import CompiledSchema, Node
+from .schema import json_equal
 
 _ALL: Final = 0
 _ANY: Final = 1
