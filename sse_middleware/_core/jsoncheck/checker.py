@@ -114,7 +114,7 @@ class JsonChecker(ScalarReader):
                 self._syntax(offset, f"unexpected {show_char(char)} in a literal")
         elif state in (VALUE, ARRAY_FIRST):
             if char == "]" and state == ARRAY_FIRST:
-                self._close_container(offset, False)
+                self._close_container(offset)
             else:
                 self._begin_value(char, offset)
         elif state in (OBJECT_FIRST, KEY):
@@ -126,7 +126,7 @@ class JsonChecker(ScalarReader):
                 if self._evaluator is not None:
                     self._evaluator.key_start()
             elif char == "}" and state == OBJECT_FIRST:
-                self._close_container(offset, True)
+                self._close_container(offset)
             else:
                 self._syntax(offset, f"unexpected {show_char(char)}, expected a property name")
         elif state == COLON:
@@ -177,12 +177,12 @@ class JsonChecker(ScalarReader):
         elif char == ",":
             self._state = KEY if self._containers[-1][0] else VALUE
         elif char in "}]" and (char == "}") == bool(self._containers[-1][0]):
-            self._close_container(offset, char == "}")
+            self._close_container(offset)
         else:
             closer = "'}'" if self._containers[-1][0] else "']'"
             self._syntax(offset, f"unexpected {show_char(char)}, expected ',' or {closer}")
 
-    def _close_container(self, offset: int, is_object: bool) -> None:
+    def _close_container(self, offset: int) -> None:
         if self._evaluator is not None:
             self._schema(offset, self._evaluator.value_end())
         self._containers.pop()

@@ -30,7 +30,6 @@ class Tracker:
         "group",
         "groups",
         "kind",
-        "length",
         "names",
         "node",
         "owner",
@@ -47,7 +46,6 @@ class Tracker:
         self.kind = ""
         self.candidates: list[Any] | None = None  # enum values still reachable
         self.position = 0  # code points of the string (or key) read so far
-        self.length = 0
         self.count = 0  # items of an array
         self.seen: set[str] = set()  # required names present
         self.child: Node | None = None  # the node for the value after the current key
