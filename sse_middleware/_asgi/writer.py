@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -40,7 +40,13 @@ if TYPE_CHECKING:
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
 
-__all__ = ["Writer", "body_bytes"]
+__all__ = ["LAST_FRAME_BYTES", "Writer", "body_bytes"]
+
+LAST_FRAME_BYTES: Final = 4096
+"""How much of its last frame a stream keeps through a silence (the ending looks at its last event): the
+frame is kept whole while the app writes (no slice per token) and cut to its tail by the first heartbeat,
+so a large frame is not held through the silence after it. An end marker longer than this, sent before
+a silence, is then not recognized: the ending adds its event, as before."""
 
 
 class Writer(WatchedWrites, LastWrites):
@@ -231,6 +237,8 @@ class Writer(WatchedWrites, LastWrites):
         """A comment that keeps the connection alive (never logged: it is not part of the stream), by
         the watcher. False: it did not go out (as :meth:`flush_due`)."""
         await self.lock.take()
+        if len(self.last_frame) > LAST_FRAME_BYTES:  # a silence: see LAST_FRAME_BYTES
+            self.last_frame = self.last_frame[-LAST_FRAME_BYTES:]
         try:
             written = await self._write(body_frame(data), now, until, len(data))
         finally:

@@ -13,13 +13,14 @@ heartbeats -> the heartbeat case fails.
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import anyio
 import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
-from sse_middleware._types import ASGIApp, Receive, Scope, Send
+from sse_middleware._types import ASGIApp, Message, Receive, Scope, Send
 
 from ..support.harness import Wire, scope
 
@@ -128,3 +129,59 @@ async def test_a_heartbeat_after_the_end_does_not_reopen_it() -> None:
     assert client.comments(), "heartbeats went out after the end marker"
     assert client.complete and b"failed on the server" not in client.data
     assert client.events()[-1].data == "[DONE]"
+
+
+BIG = 8 << 20
+
+
+async def held_through_silence(heartbeat: float) -> tuple[int, list[int], list[bytes]]:
+    """An 8 MiB event, a silence, then ``[DONE]`` and a raise: the bytes our side holds during the
+    silence (tracemalloc), each body's size and the end of each."""
+    quiet, measured = anyio.Event(), anyio.Event()
+    sizes: list[int] = []
+    tails: list[bytes] = []  # the end of each body: nothing big kept on the client's side
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE})
+        big = b"data: " + b"x" * BIG + b"\n\n"
+        await send({"type": "http.response.body", "body": big, "more_body": True})
+        del big
+        quiet.set()
+        await measured.wait()
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+        raise RuntimeError("a cleanup after the stream failed")
+
+    async def receive() -> Message:
+        await anyio.sleep_forever()
+        raise AssertionError  # pragma: no cover
+
+    async def send(message: Message) -> None:
+        data = message.get("body", b"")
+        sizes.append(len(data))
+        tails.append(bytes(data[-64:]))
+
+    settings = StreamingSettings(heartbeat_interval=heartbeat, coalesce=False, telemetry=False)
+    mw = StreamingMiddleware(app, settings)
+    tracemalloc.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mw, scope(), receive, send)
+            await quiet.wait()
+            await anyio.sleep(0.1)  # a few heartbeats' worth of silence
+            held = tracemalloc.get_traced_memory()[0]
+            measured.set()
+    finally:
+        tracemalloc.stop()
+    return held, sizes, tails
+
+
+async def test_a_large_frame_is_not_held_through_the_silence_after_it() -> None:
+    """The writer keeps the last frame for the ending's look, but a heartbeat cuts it to its tail: an
+    8 MiB event, then a silence, costs the stream no 8 MiB while it lasts; the end marker after the
+    silence is still the app's own end. Control: with heartbeats off the frame is kept until the next
+    one. Mutation: no cut in ``Writer.heartbeat`` -> the first case keeps 8 MiB."""
+    for heartbeat in (0.02, 0.0):
+        held, sizes, tails = await held_through_silence(heartbeat)
+        assert (held < BIG // 2) is (heartbeat > 0), (heartbeat, held)
+        assert max(sizes) > BIG and b"data: [DONE]\n\n" in tails  # the big event, then the end marker
+        assert not any(b"failed on the server" in tail for tail in tails)  # nothing added after it
