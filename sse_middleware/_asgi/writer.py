@@ -123,10 +123,11 @@ class Writer(WatchedWrites, LastWrites):
                 await self.final(b"".join(out))
                 return
             if out:
-                data = self.last_frame = out[0] if len(out) == 1 else b"".join(out)
+                data = out[0] if len(out) == 1 else b"".join(out)
                 if self.log is not None:
                     await self.frame(data, now)
                 else:  # frame() without a log, inlined: one coroutine less per token (docs/benchmarks.md)
+                    self.last_frame = data
                     if self.timeout:
                         self.sending_since = now
                         if self._tell_stuck_at:
