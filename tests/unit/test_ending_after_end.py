@@ -122,6 +122,17 @@ async def test_nothing_follows_the_apps_own_end(name: str, coalesce: bool) -> No
     assert control.complete and b"failed on the server" in control.data  # without it: our error event
 
 
+async def test_a_resumable_stream_is_told_the_same() -> None:
+    """Resumable, each frame goes through the log first (``Writer.frame``, not the inlined send): the
+    same look at the last event. Control: without its end, our error event, with its id."""
+    frames = STREAMS["anthropic message_stop"]
+    client = await run(frames, heartbeat_interval=0, resume=True)
+    assert client.complete and b"failed on the server" not in client.data
+    assert all(event.id for event in client.events())  # resumable: every event has its id
+    control = await run(frames[:-1], heartbeat_interval=0, resume=True)
+    assert b"failed on the server" in control.data and control.events()[-1].id
+
+
 async def test_a_heartbeat_after_the_end_does_not_reopen_it() -> None:
     """The app is silent after its end marker, heartbeats go out, then it raises: still nothing added."""
     frames = STREAMS["openai [DONE]"]
