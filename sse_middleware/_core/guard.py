@@ -63,6 +63,24 @@ class _Part:
 _DATA_KEY: Final = object()  # the one part of a stream whose events are data units
 _PLAIN_KEY: Final = object()  # the one part of a text/plain stream, whose deltas have no key
 _RAW_KEY: Final = object()  # queued bytes that leave unchecked (see unchecked())
+_CARRIER_KEY: Final = object()  # a queued event that carries text but is no delta (see carrier())
+
+
+class _Carrier:
+    """An event that leaves whole once its parts passed ``sizes`` more characters each."""
+
+    __slots__ = ("raw", "sizes")
+
+    def __init__(self, raw: bytes, sizes: tuple[tuple[Hashable, int], ...]) -> None:
+        self.raw, self.sizes = raw, sizes
+
+    def waiting(self, parts: dict[Hashable, _Part]) -> Hashable | None:
+        """The first of its parts that has not passed its text yet (None: it may leave)."""
+        for key, size in self.sizes:
+            entry = parts[key]
+            if entry.passed - entry.released < size:
+                return key
+        return None
 
 
 class GuardGate:
@@ -75,7 +93,7 @@ class GuardGate:
         self._max = max_bytes
         self._parts: dict[Hashable, _Part] = {}
         # In order: (part key, delta or data event) for text, (None, event) for a structural event.
-        self._queue: deque[tuple[Hashable, Delta | bytes, int]] = deque()
+        self._queue: deque[tuple[Hashable, Delta | bytes | _Carrier, int]] = deque()
         self._texts = 0  # text items in the queue: structural events after the last one wait
         self.held = 0  # characters not checked yet, over all parts
         self._unchecked = 0  # bytes queued by unchecked(), waiting for what is ahead of them
@@ -89,14 +107,29 @@ class GuardGate:
 
     # -- in ------------------------------------------------------------------------------------------
 
-    def text(self, delta: Delta, part: Part) -> None:
-        """A delta with text, of ``part``."""
-        key = _PLAIN_KEY if delta.key is None else delta.key  # None marks a structural event here
+    def text(self, delta: Delta, part: Part, key: Hashable) -> None:
+        """A delta with text, of ``part``, which ``key`` names (the client's part, not the merge key)."""
+        key = self._add(key, part, delta.text)
+        self._queue.append((key, delta, 0))
+        self._texts += 1
+
+    def carrier(self, raw: bytes, pieces: list[tuple[Hashable, Part, str]]) -> None:
+        """An event that carries text but is no delta (it cannot be cut): each (key, part, text) of
+        ``pieces`` is checked as its part's next text, and the event leaves whole once all of it passed."""
+        sizes: dict[Hashable, int] = {}
+        for key, part, text in pieces:
+            key = self._add(key, part, text)
+            sizes[key] = sizes.get(key, 0) + len(text)
+        self._queue.append((_CARRIER_KEY, _Carrier(raw, tuple(sizes.items())), 0))
+        self._texts += 1
+
+    def _add(self, key: Hashable, part: Part, text: str) -> Hashable:
+        """``text`` onto its part's pending text, checkable up to its last word boundary; the part's key."""
+        key = _PLAIN_KEY if key is None else key  # None marks a structural event here
         entry = self._part(key, part)
         start = len(entry.pending)
-        entry.pending += delta.text
-        self.held += len(delta.text)
-        text = delta.text
+        entry.pending += text
+        self.held += len(text)
         for index in range(len(text) - 1, -1, -1):
             if text[index].isspace():
                 entry.cut = start + index + 1
@@ -107,8 +140,7 @@ class GuardGate:
             and len(entry.pending[entry.cut :].encode("utf-8", "surrogatepass")) > self._max
         ):
             entry.cut = len(entry.pending)  # a word longer than max_bytes: checked as it is
-        self._queue.append((key, delta, 0))
-        self._texts += 1
+        return key
 
     def data(self, raw: bytes, text: str) -> None:
         """An event whose text the middleware cannot read: a check unit of its own."""
@@ -169,8 +201,10 @@ class GuardGate:
         """The part to check next: the one holding up the queue's head, else any with checkable text,
         else (at the end) one still owed its final check."""
         if self._queue:
-            key = self._queue[0][0]
-            if key is not None and self._parts[key].cut:
+            key, item, _ = self._queue[0]
+            if isinstance(item, _Carrier):
+                key = item.waiting(self._parts)
+            if key is not None and key in self._parts and self._parts[key].cut:
                 return key
         for key, entry in self._parts.items():
             if entry.cut:
@@ -224,12 +258,22 @@ class GuardGate:
         queue = self._queue
         if not self.hold:
             while queue:
-                out.append(queue.popleft()[1])
+                item = queue.popleft()[1]
+                out.append(item.raw if isinstance(item, _Carrier) else item)
             self._texts = self._unchecked = 0
             return out
         while queue:
             key, item, size = queue[0]
-            if key is _RAW_KEY:
+            if isinstance(item, _Carrier):
+                if item.waiting(self._parts) is not None:
+                    break
+                for part, passed in item.sizes:
+                    self._parts[part].released += passed
+                out.append(item.raw)
+                queue.popleft()
+                self._texts -= 1
+                continue
+            if isinstance(item, bytes) and key is _RAW_KEY:
                 out.append(item)
                 queue.popleft()
                 self._unchecked -= len(item)

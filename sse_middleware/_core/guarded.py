@@ -7,11 +7,11 @@ Streams without guards never see this class: their pipeline is the plain one, un
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from .config import CoreConfig
-from .dialects import Delta, RouteRelay
+from .dialects import Delta, Dialect, RouteRelay
 from .dialects.base import Generic
 from .dialects.endings import CONTENT_FILTER, Ending, ending_for
 from .errors import ErrorInfo
@@ -20,7 +20,7 @@ from .observer import StreamObserver
 from .output_check import OutputCheck
 from .pipeline import Pipeline
 from .sse import Framer, split_events
-from .wire import TEXT, Part, simple
+from .wire import TEXT, Part, name_and_data
 
 
 class GuardedPipeline(Pipeline):
@@ -97,20 +97,31 @@ class GuardedPipeline(Pipeline):
             delta = dialect.delta(raw) if dialect.merges else None
             if delta is not None and delta.text:
                 part = dialect.part(delta.key)
-                delta = self._checked(delta, part)
+                key = dialect.part_key(delta.key)
+                delta = self._checked(delta, part, key)
                 if delta.text:
-                    gate.text(delta, part)
+                    gate.text(delta, part, key)
                 if self.fault:
                     break
                 continue
             dialect.see(raw)
-            # A format whose text is not read (a relay still being proven too): each event is checked.
-            event = simple(raw) if isinstance(dialect, Generic) else None
-            if event is not None:
-                gate.data(raw, event[1].decode("utf-8", "replace"))
+            if isinstance(dialect, Generic):  # a format whose text is not read (a relay being proven too)
+                data = name_and_data(raw)[1]
+                if data:  # each event with data is checked; a comment or a retry is structural
+                    gate.data(raw, data.decode("utf-8", "replace"))
+                    continue
             else:
-                gate.event(raw)
+                pieces = self.carried(dialect, raw)
+                if pieces is None:
+                    break  # the output check ruled the event out: it does not go out
+                if pieces:
+                    gate.carrier(raw, pieces)
+                    continue
+            gate.event(raw)
         return self.release(now)
+
+    def _reads_nothing(self, dialect: Dialect) -> bool:
+        return False  # every event goes through the gate: none may take the plain pipeline's opaque lane
 
     def _push_bytes(self, body: bytes) -> None:
         plain = self._plain
@@ -121,17 +132,17 @@ class GuardedPipeline(Pipeline):
                 self._plain = None
             else:
                 if text:
-                    delta = self._checked(Delta(None, plain.envelope, text), TEXT)
+                    delta = self._checked(Delta(None, plain.envelope, text), TEXT, None)
                     if delta.text:
-                        self.gate.text(delta, TEXT)
+                        self.gate.text(delta, TEXT, None)
                 return
         self.gate.data(body, body.decode("utf-8", "replace"))
 
-    def _checked(self, delta: Delta, part: Part) -> Delta:
+    def _checked(self, delta: Delta, part: Part, key: Hashable) -> Delta:
         """The delta as the output check lets it through: cut before a faulty character (then
         :attr:`fault` is set). The guards see only text the check passed."""
         check = self.check
-        cut = check.feed(part, delta.key, delta.text) if check is not None else None
+        cut = check.feed(part, key, delta.text) if check is not None else None
         if cut is None:
             return delta
         self.fault = True

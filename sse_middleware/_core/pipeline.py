@@ -10,7 +10,7 @@ arrives, and nothing is injected until it ends.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from . import headers as kinds
@@ -22,7 +22,7 @@ from .errors import ErrorInfo
 from .observer import StreamObserver
 from .output_check import OutputCheck
 from .sse import Framer, has_id_line, split_events
-from .wire import TEXT, Envelope
+from .wire import TEXT, Envelope, Part
 
 
 class Pipeline:
@@ -208,11 +208,13 @@ class Pipeline:
             delta = dialect.delta(raw)
             if delta is None or not delta.text:
                 dialect.see(raw)  # a tool call's name, for its arguments' schema
+                if self.carried(dialect, raw) is None:
+                    break  # its text ruled the stream out: the event cannot be cut, so it stays
                 out.extend(self.flush())
                 out.append(raw)
                 self._observe(dialect, raw, now)
                 continue
-            cut = check.feed(dialect.part(delta.key), delta.key, delta.text)
+            cut = check.feed(dialect.part(delta.key), dialect.part_key(delta.key), delta.text)
             if cut is not None:
                 self.fault = True
                 delta = delta._replace(text=delta.text[:cut])
@@ -227,6 +229,18 @@ class Pipeline:
             if self.fault:
                 break
         return out
+
+    def carried(self, dialect: Dialect, raw: bytes) -> list[tuple[Hashable, Part, str]] | None:
+        """The text ``raw``, an event that is no delta, carries ((part key, part, text) per piece), fed
+        to the output check if there is one; None when the check ruled it out (then :attr:`fault`)."""
+        pieces = [(dialect.part_key(key), dialect.part(key), text) for key, text in dialect.texts(raw)]
+        check = self.check
+        if check is not None:
+            for key, part, text in pieces:
+                if check.feed(part, key, text) is not None:
+                    self.fault = True
+                    return None
+        return pieces
 
     def _detect(self, events: list[bytes], blob: bytes) -> Dialect:
         """The dialect, from the first of ``events`` (``blob``, split) with data; still undetected if none

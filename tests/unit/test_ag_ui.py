@@ -86,6 +86,8 @@ def test_a_run_is_recognized_by_its_first_event(first: object) -> None:
     [
         b'data: {"type":"RUN_STARTED"}\n\n',  # no thread or run id: not the protocol's event
         b'data: {"type":"RUN_STARTED","threadId":1,"runId":"r"}\n\n',
+        b'data: {"type":"RUN_STARTED","threadId":"t"}\n\n',  # a thread, but no run id
+        b'data: {"type":"RUN_STARTED","threadId":"t","runId":7}\n\n',
         b'event: RUN_STARTED\ndata: {"type":"RUN_STARTED","threadId":"t","runId":"r"}\n\n',  # named
         ag_ui.encode([TextMessageStartEvent(message_id="m")])[0],  # AG-UI's names, but one event proves none
         ag_ui.encode([CustomEvent(name="x", value=1)])[0],
@@ -206,6 +208,57 @@ def test_the_fast_read_agrees_with_the_full_parse(text: str, ident: str, kind: s
     # A mismatched id field never takes the fast read (the control: the full parse refuses it too).
     wrong = raw.replace(field.encode(), b"toolCallId" if field == "messageId" else b"messageId")
     assert AGUI().read(wrong) is None
+
+
+_chunk_events = st.lists(
+    st.tuples(
+        st.sampled_from(["TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK"]),
+        st.sampled_from([None, "a", "b"]),  # the id it names, or none: it continues the last named
+        st.booleans(),  # an opening chunk: it names a role or a tool too
+        st.sampled_from(["", "x", "y z"]),
+    ),
+    max_size=12,
+)
+
+
+def _chunk(kind: str, ident: str | None, opening: bool, text: str) -> bytes:
+    field = "toolCallId" if kind == "TOOL_CALL_CHUNK" else "messageId"
+    names = (
+        ({"toolCallName": f"tool_{ident}"} if field == "toolCallId" else {"role": "assistant"})
+        if opening
+        else {}
+    )
+    obj = {"type": kind, **({field: ident} if ident else {}), **names, "delta": text}
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_chunk_events)
+def test_delta_keys_an_idless_chunk_as_the_full_read_does(
+    events: list[tuple[str, str | None, bool, str]],
+) -> None:
+    """``delta()`` answers an event shaped like the last delta from that delta's key without a parse;
+    an id-less chunk's shape names no id, so after a chunk naming another id it must read again. Each
+    reader sees every event. Killed by ``_continued`` not dropping the last delta (an id-less chunk
+    of a second call keyed to the first), and by a continuation of the *first* named chunk."""
+    fast, full = AGUI(), AGUI()
+    for event in events:
+        raw = _chunk(*event)
+        one, two = fast.delta(raw), full.full_read(raw)
+        assert (one and (one.key, one.text)) == (two and (two.key, two.text)), event
+
+
+def test_an_idless_chunk_continues_the_last_named_one() -> None:
+    """Named ``a``, named ``b``, then id-less: ``b``'s (the control, ``a`` alone first, is ``a``'s)."""
+    dialect = AGUI()
+    for ident in ("a", "b"):
+        assert dialect.full_read(_chunk("TOOL_CALL_CHUNK", ident, False, "x")) is not None
+    found = dialect.full_read(_chunk("TOOL_CALL_CHUNK", None, False, "y"))
+    assert found is not None and found.key == ("TOOL_CALL_CHUNK", "b", None)
+    control = AGUI()
+    control.full_read(_chunk("TOOL_CALL_CHUNK", "a", False, "x"))
+    found = control.full_read(_chunk("TOOL_CALL_CHUNK", None, False, "y"))
+    assert found is not None and found.key == ("TOOL_CALL_CHUNK", "a", None)
 
 
 # -- the endings ----------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def _drive(tokens: list[str], blocked: str | None, checks: list[Check]) -> tuple
         return True
 
     for token in tokens:
-        gate.text(Delta("k", (b"", b""), token), TEXT)
+        gate.text(Delta("k", (b"", b""), token), TEXT, "k")
         if not run():
             return "".join(released), True
     gate.close()
@@ -80,7 +80,7 @@ def test_hold_checks_a_word_longer_than_max_bytes_as_it_is() -> None:
         gate = GuardGate(hold=True, max_bytes=16, dialect="t", scope={})
         out, news = [], []
         for piece in pieces:
-            gate.text(Delta("k", (b"", b""), piece), TEXT)
+            gate.text(Delta("k", (b"", b""), piece), TEXT, "k")
             while (check := gate.next_check()) is not None:
                 news.append(check.new)
                 gate.passed(check)
@@ -98,8 +98,8 @@ def test_structural_events_keep_their_place_and_the_end_waits_for_final() -> Non
     gate = GuardGate(hold=True, max_bytes=64, dialect="t", scope={})
     gate.event(b"start")
     assert gate.release() == []  # after the last text: waits for text (or the end)
-    gate.text(Delta("k", (b"", b""), "Hello wor"), TEXT)
-    gate.text(Delta(("t",), (b"", b""), '{"a":'), Part("tool_arguments", "f"))
+    gate.text(Delta("k", (b"", b""), "Hello wor"), TEXT, "k")
+    gate.text(Delta(("t",), (b"", b""), '{"a":'), Part("tool_arguments", "f"), ("t",))
     check = gate.next_check()
     assert check is not None and check.new == "Hello " and not check.final
     gate.passed(check)
@@ -123,7 +123,7 @@ def test_structural_events_keep_their_place_and_the_end_waits_for_final() -> Non
 
 def test_observe_releases_at_once_and_still_checks() -> None:
     gate = GuardGate(hold=False, max_bytes=64, dialect="t", scope={})
-    gate.text(Delta("k", (b"", b""), "Hel"), TEXT)
+    gate.text(Delta("k", (b"", b""), "Hel"), TEXT, "k")
     assert [d.text for d in gate.release() if isinstance(d, Delta)] == ["Hel"]
     gate.close()
     check = gate.next_check()
@@ -319,3 +319,28 @@ async def test_request_guards_and_bad_guards(anyio_backend: str) -> None:
 
     wire = await serve(app)
     assert "sec" not in _text(wire)
+
+
+async def test_generic_sse_is_checked_past_its_first_event(anyio_backend: str) -> None:
+    """Events that are not JSON (generic SSE: each event's data is a check unit), the word in the third
+    one, with an ``id:`` line: blocked, never sent. Control: unguarded, it goes out. Killed by the
+    guarded pipeline taking the plain one's opaque lane once the format is known (every event after the
+    first batch then went out unread), and by reading data with ``simple()`` only (an event with an id
+    line was a structural event)."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(SSE))
+        for frame in (
+            b"data: hello\n\n",
+            b"data: world\n\n",
+            b"id: 3\ndata: the secret\n\n",
+            b"data: bye\n\n",
+        ):
+            await send(body(frame))
+            await anyio.sleep(0.001)
+        await send(body(b"", more=False))
+
+    assert b"secret" in (await serve(app)).data
+    wire = await serve(app, guards=[_blocker("secret")])
+    assert b"secret" not in wire.data and b"hello" in wire.data
+    assert json.loads(wire.events()[-1].data)["error"]["type"] == "content_filter"

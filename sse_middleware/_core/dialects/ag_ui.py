@@ -15,6 +15,10 @@ continues the one its type last named). Such an event merges when it holds only 
 * ``timestamp``: the merged event keeps the first's (when its text began); the others' are dropped.
 * ``rawEvent`` or ``metadata``: the event is never merged (they describe that one event).
 
+An event of these types that does not merge (an opening chunk, which names its message's role or its
+call's tool, or one with ``rawEvent``) still adds its ``delta`` to its message or call: guards and the
+output check read it there (:meth:`AGUI.texts`), whichever of the two forms carried the text.
+
 It ends with ``RUN_FINISHED``. A failure after the start is ``RUN_ERROR`` with ``message`` (our error id
 in it) and ``code``: the verifier accepts ``RUN_ERROR`` at any point of a run, with messages and tool
 calls still open, and nothing after it. AG-UI 1.0 has no filtered-run ending (a ``cancelled`` outcome
@@ -170,7 +174,7 @@ class AGUI(Spliced):
         if kind == "TOOL_CALL_CHUNK":
             self._learn_name(obj)  # an opening chunk names its call, and goes out as it is
         if optional and isinstance(ident, str):
-            self._open[kind] = ident  # the chunk an id-less one of this type continues
+            self._continued(kind, ident)
         text, subagent = obj.get("delta"), obj.get("subagentRunId")
         if not isinstance(text, str) or not obj.keys() <= _ALLOWED[kind]:
             return None  # rawEvent, metadata, a name or role, or a field this reader does not know
@@ -180,6 +184,34 @@ class AGUI(Spliced):
             ident = self._open.get(kind)
         envelope = splice(_DELTA, raw)
         return None if envelope is None else Delta((kind, ident, subagent), envelope, text)
+
+    def _continued(self, kind: str, ident: str) -> None:
+        """``ident`` is the chunk an id-less one of type ``kind`` continues from now on."""
+        if self._open.get(kind) != ident:
+            self._open[kind] = ident
+            self._last = None  # an id-less chunk's envelope names no id: it must not answer for this one
+
+    def part_key(self, key: Hashable) -> Hashable:
+        # The client adds a chunk's text and a CONTENT event's to the same message, by its id.
+        return (_MERGED[key[0]][1].kind, key[1]) if isinstance(key, tuple) else key
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        obj = self.event_json(raw) if b'"delta"' in raw else None
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        spec = _MERGED.get(kind) if isinstance(kind, str) else None
+        if not isinstance(obj, dict) or spec is None or not isinstance(kind, str):
+            return []
+        if kind == "TOOL_CALL_CHUNK":
+            self._learn_name(obj)
+        ident, text = obj.get(spec[0]), obj.get("delta")
+        if isinstance(ident, str) and spec[2]:
+            self._continued(kind, ident)
+        elif not isinstance(ident, str):
+            ident = self._open.get(kind) if spec[2] else None
+        if not isinstance(text, str) or not text:
+            return []
+        subagent = obj.get("subagentRunId")
+        return [((kind, ident, subagent if _scalar(subagent) else None), text)]
 
     def content(self, raw: bytes) -> bool:
         # A text, reasoning or arguments delta that is not empty (STATE_DELTA's is a JSON Patch list).

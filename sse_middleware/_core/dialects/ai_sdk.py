@@ -3,8 +3,9 @@
 Each part is one ``data:`` event holding a JSON object with a ``type``; the stream ends with
 ``data: [DONE]``. Merged: ``text-delta`` and ``reasoning-delta`` parts per ``id``, and ``tool-input-delta``
 parts per ``toolCallId``, when the part has exactly its type, its id and its text (a part with
-``providerMetadata`` goes out as it is). A failure is the protocol's own error part,
-``{"type": "error", "errorText": ...}``, which the SDK's reader hands to ``onError``.
+``providerMetadata`` goes out as it is, its text still read for guards and the output check). A failure
+is the protocol's own error part, ``{"type": "error", "errorText": ...}``, which the SDK's reader hands
+to ``onError``.
 
 Recognized by the header its ``createUIMessageStreamResponse`` sets (``x-vercel-ai-ui-message-stream:
 v1``) or by a first event that is exactly the ``start`` part; it ends with a ``finish`` part (then
@@ -138,6 +139,17 @@ class AISDK(Spliced):
             ident, name = obj.get("toolCallId"), obj.get("toolName")
             if isinstance(ident, str) and isinstance(name, str):
                 self._names[ident] = name
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        obj = self.event_json(raw)
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        spec = _PARTS.get(kind) if isinstance(kind, str) else None
+        if not isinstance(obj, dict) or spec is None:
+            return []
+        ident, text = obj.get(spec[0]), obj.get(spec[1])
+        if not isinstance(text, str) or not text:
+            return []
+        return [((kind, ident if isinstance(ident, str) else None), text)]
 
     def read(self, raw: bytes) -> Delta | None:
         obj = self.data_object(raw)

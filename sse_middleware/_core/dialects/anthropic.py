@@ -2,7 +2,9 @@
 
 Merged: a ``content_block_delta`` whose delta is exactly ``{"type", <its one string field>}`` of type
 ``text_delta``, ``thinking_delta`` or ``input_json_delta``, keyed by (block index, delta type); the
-``event:`` line is kept. A ``signature_delta``, a citation or anything else goes out as it is.
+``event:`` line is kept. A ``signature_delta``, a citation or anything else goes out as it is. Text a
+delta that does not merge carries, and text a ``content_block_start`` already holds, are read for guards
+and the output check as the block's (:meth:`Anthropic.texts`).
 
 Recognized by a first event named ``message_start``, ``content_block_*`` or ``ping``; it ends with
 ``event: message_stop``. A guard's trip closes the open blocks, then ``message_delta`` with
@@ -47,6 +49,7 @@ _ERRORS: Final = {
     "server_shutdown": "overloaded_error",
 }
 
+_TEXT_EVENTS: Final = ("content_block_start", "content_block_delta")
 _FIRST: Final = frozenset(("message_start", "content_block_start", "content_block_delta", "ping"))
 
 
@@ -115,6 +118,22 @@ class Anthropic(Spliced):
             name = block.get("name")
             if isinstance(name, str):
                 self._names[obj["index"]] = name
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        name, data = name_and_data(raw)
+        obj = self.parse(raw, data) if name in _TEXT_EVENTS and data[:1] == b"{" else None
+        index = obj.get("index") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or not isinstance(index, int):
+            return []
+        if name == "content_block_start":
+            block = obj.get("content_block")
+            kind = f"{block.get('type')}_delta" if isinstance(block, dict) else None
+        else:
+            block = obj.get("delta")
+            kind = block.get("type") if isinstance(block, dict) else None
+        field = _FIELDS[kind][0] if isinstance(kind, str) and kind in _FIELDS else None
+        text = block.get(field) if isinstance(block, dict) and field is not None else None
+        return [((index, kind), text)] if isinstance(text, str) and text else []
 
     def read(self, raw: bytes) -> Delta | None:
         fast = _FAST.fullmatch(raw)

@@ -9,6 +9,11 @@ per stream, fed whole raw events in order, keeping only what it must between the
   keeps that event's bytes and splices the text in, so ids, model and extra fields reach the client as
   the app wrote them.
 * :meth:`Dialect.flush`: bytes the dialect itself still holds (a character the stream never finished).
+* :meth:`Dialect.texts`: the text an event carries that is not a delta (an AG-UI opening chunk, an OpenAI
+  chunk with a finish reason or two choices): it goes out unmerged, but guards and the output check read
+  it as they read a delta's. :meth:`Dialect.part_key` says which part of the answer a key's text adds
+  to, as the client accumulates it, so that one part's text reaches a guard as one text whatever events
+  carried it.
 
 Plus what telemetry reads (:meth:`~Dialect.content`, :meth:`~Dialect.info`), and what the class itself
 says of its format: its name, how a stream of it is recognized (:meth:`~Dialect.detect`, ``hint``), its
@@ -155,6 +160,19 @@ class Dialect:
     def part(self, key: Hashable) -> Part:
         """Which part of the answer the deltas of ``key`` are (text unless the format says otherwise)."""
         return TEXT
+
+    def part_key(self, key: Hashable) -> Hashable:
+        """The part of the answer a delta of merge key ``key`` adds to, as the client accumulates it. A
+        merge key may be finer (an OpenAI chunk's role is in it, so that a role change never merges),
+        but guards and the output check must read one part's text as one text, however it was cut."""
+        return key
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        """(merge key, text) of each piece of text in ``raw``, an event :meth:`delta` did not read:
+        text the client takes from an event that cannot be merged or cut (asked only when parts
+        matter: guards, output checks). A repetition of text already streamed (a ``done`` event, a
+        snapshot) is not text here."""
+        return []
 
     def see(self, raw: bytes) -> None:
         """An event that is not a delta, shown when parts matter (guards, output checks): a format whose

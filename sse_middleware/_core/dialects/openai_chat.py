@@ -5,7 +5,9 @@ Merged: a chunk with one choice whose delta carries exactly one non-empty piece 
 ``function.arguments``, and nothing else but nulls. Each kind merges under its own key (chunk id, choice
 index, role, kind; tool calls also by tool index and call id), so text, reasoning and arguments never mix.
 A chunk with a finish reason, usage, logprobs or any field this reader does not know goes out as it is,
-and so does a role change: the role is part of the key.
+and so does a role change: the role is part of the key. The text such a chunk carries, in any of its
+choices, is still read for guards and the output check (:meth:`OpenAIChat.texts`), as the SDK
+accumulates it: per choice, and per tool call in a choice.
 
 A tool call's first fragment (with ``id``, ``type``, ``name``) starts its key: when it already carries
 arguments it is the envelope the later fragments merge into; with empty arguments it goes out alone.
@@ -121,10 +123,8 @@ class ChatEnding(Ending):
                 self._head = {k: obj[k] for k in ("id", "created", "model", "system_fingerprint") if k in obj}
 
     def frame(self, info: ErrorInfo, keys: Iterable[Hashable]) -> bytes | None:
-        # A chat delta's key is (chunk id, choice index, role, kind, ...).
-        found = {
-            key[1] for key in keys if isinstance(key, tuple) and len(key) > 1 and isinstance(key[1], int)
-        }
+        # A part's key is (choice index, kind, ...): see OpenAIChat.part_key.
+        found = {key[0] for key in keys if isinstance(key, tuple) and key and isinstance(key[0], int)}
         choices = sorted(found) or [0]
         head = self._head or {"id": f"chatcmpl-{info.id}", "model": ""}
         chunk = {
@@ -181,10 +181,45 @@ class OpenAIChat(Spliced):
             return Part("tool_arguments", self._names.get((key[1], key[4])))
         return TEXT if key[3] == "content" else REASONING
 
+    def part_key(self, key: Hashable) -> Hashable:
+        # (chunk id, choice, role, kind[, tool index, call id]) -> (choice, kind[, tool index]): the SDK
+        # adds a choice's text by its index alone, whatever the chunk's id or role.
+        if not isinstance(key, tuple) or len(key) < 4:
+            return key
+        return (key[1], key[3], *key[4:5])
+
     def see(self, raw: bytes) -> None:
         obj = self.data_object(raw)
         if obj is not None:
             self._learn_names(obj)
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        obj = self.event_json(raw)
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or not isinstance(choices, list):
+            return []
+        self._learn_names(obj)
+        chunk = obj.get("id") if _scalar(obj.get("id")) else None
+        out: list[tuple[Hashable, str]] = []
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            index, role = choice.get("index"), delta.get("role")
+            head = (chunk, index if _scalar(index) else None, role if _scalar(role) else None)
+            out += [((*head, k), delta[k]) for k in _TEXT_KINDS if isinstance(delta.get(k), str) and delta[k]]
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                arguments = function.get("arguments") if isinstance(function, dict) else None
+                if not isinstance(call, dict) or not isinstance(call.get("index"), int):
+                    continue
+                slot = (head[1], call["index"])
+                if isinstance(call.get("id"), str):
+                    self._calls[slot] = call["id"]
+                if isinstance(arguments, str) and arguments:
+                    out.append(((*head, "arguments", slot[1], self._calls.get(slot)), arguments))
+        return out
 
     def _learn_names(self, obj: dict[str, Any]) -> None:
         """The function names a chunk's tool-call heads give, by (choice, tool index)."""

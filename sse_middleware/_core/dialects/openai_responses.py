@@ -4,7 +4,9 @@ Merged: ``response.output_text.delta``, ``response.reasoning_text.delta``,
 ``response.reasoning_summary_text.delta`` and ``response.function_call_arguments.delta`` events, each
 keyed by its event name and the indexes that place it (item, output index, content or summary index),
 when they hold no logprobs and no field this reader does not know. The first event's
-``sequence_number`` stays with the merged text.
+``sequence_number`` stays with the merged text. A delta event that does not merge still adds its text to
+its part for guards and the output check (:meth:`OpenAIResponses.texts`). The ``done`` events and
+``response.completed`` repeat the text the deltas streamed: they are not read as text again.
 
 Recognized by a first event named ``response.*``; it ends with ``response.completed`` (or
 ``response.incomplete``). A guard's trip sends ``response.incomplete`` with ``incomplete_details.reason:
@@ -136,6 +138,21 @@ class OpenAIResponses(Dialect):
             and isinstance(item.get("name"), str)
         ):
             self._names[item.get("id")] = item["name"]
+
+    def part_key(self, key: Hashable) -> Hashable:
+        # The SDK places a delta by its output index (and content or summary index), not its item id.
+        if isinstance(key, tuple) and len(key) > 2 and key[2] is not None:
+            return (key[0], *key[2:])
+        return key
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        name, data = name_and_data(raw)
+        places = _PLACES.get(name.encode()) if name is not None else None
+        obj = self.parse(raw, data) if places is not None else None
+        if places is None or not isinstance(obj, dict) or not isinstance(obj.get("delta"), str):
+            return []
+        where = [v if isinstance(v, (str, int)) else None for v in (obj.get(p) for p in places)]
+        return [((name.encode(), *where), obj["delta"])] if obj["delta"] and name is not None else []
 
     def delta(self, raw: bytes) -> Delta | None:
         event = simple(raw)

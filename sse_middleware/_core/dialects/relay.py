@@ -141,6 +141,15 @@ class JsonRelay(Spliced):
             self._on = False
         return found
 
+    def part_key(self, key: Hashable) -> Hashable:
+        return None  # one text, whatever envelope each event wraps it in
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        value: Any = self.event_json(raw)
+        for name in self._path:
+            value = value.get(name) if isinstance(value, dict) else None
+        return [(None, value)] if isinstance(value, str) and value else []
+
     def read(self, raw: bytes) -> Delta | None:
         value: Any = self.data_object(raw)
         for name in self._path:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Hashable
 
 from ..errors import ErrorInfo
-from ..wire import Delta, Envelope, simple
+from ..wire import Delta, Envelope, read_event, simple
 from .base import Dialect
 from .endings import NoEnding
 
@@ -32,6 +33,13 @@ class Text(Dialect):
         text = self._decoder.decode(data)
         head = b"event: " + name + b"\n" if name is not None else b""
         return Delta(name, (head, b"\n\n"), text)
+
+    def texts(self, raw: bytes) -> list[tuple[Hashable, str]]:
+        # An event delta() cannot read (an id line, several data lines): its data, under its name.
+        event = read_event(raw)
+        if event is None or not event.data:
+            return []
+        return [(event.event.encode() if event.event is not None else None, event.data)]
 
     def build(self, envelope: Envelope, text: str) -> bytes:
         lines = re.split("\r\n|\r|\n", text)
