@@ -176,8 +176,9 @@ class Lifecycle:
             self.end(None)
 
     def fail(self, exc: Exception, info: ErrorInfo) -> None:
-        """The server refused a write of ours: the stream failed, not the app. The failure is kept for
-        the teardown's report even when the stream was already ending (then ``info`` is dropped)."""
+        """Idempotent as :meth:`end` (the first reason wins). The server refused a write of ours: the
+        stream failed, not the app. The failure is kept for the teardown's report even when the stream
+        was already ending (then ``info`` is dropped)."""
         self.write_failure = exc
         self.end(info)
 

@@ -1,11 +1,13 @@
-"""The lifecycle's table of moves, every phase x every target (h2's ``test_state_machines`` idea): what
-the table allows, its named transitions do; what it does not, they refuse with ``LifecycleError`` and
-leave the phase as it was. Everything is derived from ``Phase``, ``MOVES`` and ``Lifecycle``'s public
-methods as they are, so that a new phase or transition is covered without a new test.
+"""The lifecycle's tables of moves, every phase x every target and every client state x every target
+(h2's ``test_state_machines`` idea): what a table allows, its named transitions do; what it does not,
+they refuse with ``LifecycleError`` and leave the state as it was. Everything is derived from ``Phase``,
+``Client``, ``MOVES``, ``CLIENT_MOVES`` and ``Lifecycle``'s public methods as they are, so that a new
+state or transition is covered without a new test. The naming is read too: a transition whose docstring
+says "idempotent" changes nothing the second time; one that does not raises wherever it cannot move.
 
-Deriving the illegal pairs from ``MOVES`` cannot by itself catch a wrong entry in ``MOVES``; what the
-phases mean can: a move changes the phase (none to itself), the ends are ends, and the choice made at the
-start (a stream, or a pass-through) is never made again."""
+Deriving the illegal pairs from a table cannot by itself catch a wrong entry in it; what the states mean
+can: a move changes the phase (none to itself), the ends are ends (a detached client's frames belong to
+the log for good), and the choice made at the start (a stream, or a pass-through) is never made again."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sse_middleware._core.lifecycle import MOVES, Lifecycle, LifecycleError, Phase
+from sse_middleware._core.errors import ErrorInfo
+from sse_middleware._core.lifecycle import CLIENT_MOVES, MOVES, Client, Lifecycle, LifecycleError, Phase
 
 Path = tuple[str, ...]
 
@@ -139,3 +142,127 @@ def test_a_strict_transition_from_a_phase_it_does_not_leave_raises() -> None:
     for phase, name, to in outcomes:
         if name in strict and to is phase:
             pytest.fail(f"{name}() from {phase.value}: it neither moved nor raised")
+
+
+# -- the client's table, the naming, the ending's reason ----------------------------------------------
+
+State = tuple[Phase, Client]
+
+
+def _state(life: Lifecycle) -> State:
+    return life.phase, life.client
+
+
+def _states() -> dict[State, Path]:
+    """Each (phase, client) the named transitions reach from a new lifecycle, by the shortest path."""
+    paths: dict[State, Path] = {(Phase.WAITING, Client.CONNECTED): ()}
+    todo = [(Phase.WAITING, Client.CONNECTED)]
+    while todo:
+        path = paths[todo.pop(0)]
+        for name in _transitions():
+            life = _at(path)
+            try:
+                _call(life, name)
+            except LifecycleError:
+                continue
+            if _state(life) not in paths:
+                paths[_state(life)] = (*path, name)
+                todo.append(_state(life))
+    return paths
+
+
+def _state_outcomes() -> Iterator[tuple[State, str, State | None]]:
+    """(state, transition, the state it moved to, or None when it raised LifecycleError)."""
+    for state, path in _states().items():
+        for name in _transitions():
+            life = _at(path)
+            try:
+                _call(life, name)
+            except LifecycleError:
+                assert _state(life) == state  # a refused move changes nothing
+                yield state, name, None
+            else:
+                yield state, name, _state(life)
+
+
+def _idempotent(name: str) -> bool:
+    return "idempotent" in (getattr(Lifecycle, name).__doc__ or "").lower()
+
+
+def test_the_client_table_is_made_and_enforced() -> None:
+    """Every client move a transition makes is in ``CLIENT_MOVES`` and every entry is made; every move
+    not in it is refused. Killed by ``_move_client`` without its check (``client_left()`` after
+    ``detach()`` then goes DETACHED -> GONE)."""
+    outcomes = list(_state_outcomes())
+    assert {client for _, client in _states()} == set(Client)
+    made = {(s[1], to[1]) for s, _, to in outcomes if to is not None and to[1] is not s[1]}
+    assert made == {(c, to) for c, targets in CLIENT_MOVES.items() for to in targets}
+    towards = {(name, to[1]) for s, name, to in outcomes if to is not None and to[1] is not s[1]}
+    for (_, client), name, to in outcomes:
+        for mover, target in towards:
+            if name == mover and target not in CLIENT_MOVES[client] and target is not client:
+                assert to is None or to[1] is client, f"{name}() moved the client {client} -> {to}"
+
+
+def test_a_detached_client_is_an_end_and_connected_is_never_returned_to() -> None:
+    """Killed by ``CLIENT_MOVES[DETACHED]`` allowing GONE (a detached stream's log would stop being fed
+    when a write to its long-gone client fails)."""
+    assert CLIENT_MOVES[Client.DETACHED] == frozenset()
+    assert all(Client.CONNECTED not in targets for targets in CLIENT_MOVES.values())
+    life = Lifecycle(lambda: None)
+    life.stream(lambda: None)
+    life.detach()
+    with pytest.raises(LifecycleError):
+        life.client_left()
+    assert life.client is Client.DETACHED
+
+
+def test_an_idempotent_transition_changes_nothing_the_second_time() -> None:
+    """Killed by ``detach()`` moving the client again (its second call raises: the watcher is killed when
+    a stuck client is detached at a shutdown's handover), and by a later ``end()`` or ``fail()`` taking
+    the ending's reason."""
+    named = [name for name in _transitions() if _idempotent(name)]
+    assert {"detach", "end", "abandon", "fail", "let_go"} <= set(named)
+    for state, path in _states().items():
+        for name in named:
+            life = _at(path)
+            try:
+                _call(life, name)
+            except LifecycleError:
+                continue
+            once = (_state(life), life.ending, life.ours, life.abandoned)
+            _call(life, name)  # fresh arguments: a second reason, which must not win
+            assert (_state(life), life.ending, life.ours, life.abandoned) == once, (
+                f"{name}() twice from {state}"
+            )
+
+
+def test_a_transition_not_named_idempotent_raises_wherever_it_does_not_move() -> None:
+    """A transition that moves the phase or the client somewhere and does not say it is idempotent is
+    strict: from any other state it raises. Killed by ``client_gone()`` doing nothing outside STREAMING
+    (it then quietly stays put in WAITING, PASSING or ENDED)."""
+    outcomes = list(_state_outcomes())
+    movers = {name for s, name, to in outcomes if to is not None and to != s and not _idempotent(name)}
+    assert {"client_gone", "closed", "closing", "finished", "client_left", "stream"} <= movers
+    for state, name, to in outcomes:
+        if name in movers:
+            assert to != state, f"{name}() from {state}: neither a move nor LifecycleError"
+
+
+def test_the_first_reason_wins() -> None:
+    """``end()`` then ``end()`` or ``fail()``: the client is told the first reason; a refused write is
+    still kept for the report. Killed by a later call taking ``ending``."""
+    first, second = ErrorInfo("stall", "first", "a"), ErrorInfo("internal_error", "second", "b")
+    for later in ("end", "fail"):
+        cancelled: list[int] = []
+        life = Lifecycle(lambda cancelled=cancelled: cancelled.append(1))
+        life.stream(lambda: None)
+        life.end(first)
+        failure = OSError("refused")
+        life.end(second) if later == "end" else life.fail(failure, second)
+        assert life.ending is first and life.phase is Phase.ENDING and cancelled == [1], later
+        assert life.write_failure is (failure if later == "fail" else None)
+    control = Lifecycle(lambda: None)  # the control: the first call alone sets the reason
+    control.stream(lambda: None)
+    control.fail(OSError("refused"), second)
+    assert control.ending is second
