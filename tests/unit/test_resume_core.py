@@ -104,7 +104,7 @@ def test_last_event_id_header() -> None:
 ends = st.sampled_from([b"\n", b"\r", b"\r\n"])
 values = st.binary(max_size=6).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
 lines = st.one_of(
-    st.tuples(st.sampled_from([b"data", b"data:", b"data: ", b"event: ", b"id: ", b"id:", b"retry: ",
+    st.tuples(st.sampled_from([b"data", b"data:", b"data: ", b"event: ", b"id: ", b"id:", b"id", b"retry: ",
                                b": ", b":", b"dat", b"datax: ", b"\xef\xbb\xbfdata: "]), values),
     st.just((b"", b"")),  # a blank line
 ).map(lambda pair: pair[0] + pair[1])  # fmt: skip
@@ -152,12 +152,15 @@ def items(data: bytes) -> list[Event | Comment]:
 
 @given(stream_bytes, st.lists(st.integers(min_value=0, max_value=200), max_size=12))
 @example(b"data: a\n\n\xef\xbb\xbfdata: q\ndata: b\n\n", [])  # a BOM starts a logged event mid-stream
+@example(b"data: a\n\nid\ndata: b\n\n", [9])  # a bare id line (an empty id) in a whole event: the fast path
 @settings(max_examples=examples(800))
 def test_tagger_adds_one_id_per_event_and_nothing_else_under_any_chunking(
     data: bytes, cuts: list[int]
 ) -> None:
     out, log = tag(data, cuts)
     assert out == tag(data, [])[0] == tag(data, list(range(len(data))))[0]  # chunking changes nothing
+    per_event = [m.end() for m in re.finditer(rb"\n\n", data)]  # a send per event: the fast path
+    assert tag(data, per_event)[0] == out
     assert re.sub(rb"id: " + STREAM.encode() + rb"\.[0-9]+\n", b"", out) == data  # insertions only
     seen = items(out)
     expected, n, ours = [], 0, events_before_an_id_of_the_apps(data)
