@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 import pytest
@@ -106,31 +105,3 @@ async def test_control_a_cut_write_that_raises_leaves_the_cleanup_to_the_collect
     for _ in range(3):
         await anyio.sleep(0)  # asyncio closes a collected async generator in a task of its own
     assert log == ["upstream closed", "finally"]
-
-
-def test_the_cycle_is_anyios_task_group() -> None:
-    """Where the cycle is: a cancelled child of an anyio task group, on asyncio, is kept by its own
-    ``task_done`` frame (the exception in a local, the frame in the exception's traceback)."""
-
-    async def main() -> list[str]:
-        async def child() -> None:
-            await anyio.sleep_forever()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(child)
-            await anyio.sleep(0)
-            group.cancel_scope.cancel()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
-            gc.collect()
-            return [
-                o.f_code.co_name
-                for o in gc.garbage
-                if type(o).__name__ == "frame" and o.f_code.co_name == "task_done"
-            ]
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-
-    found: Any = anyio.run(main, backend="asyncio")
-    assert found == ["task_done"]

@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from sse_middleware import Blocked, Check, StreamingMiddleware, StreamingSettings
+from sse_middleware._core.tokens import estimate_tokens
 
 from ..support.harness import Script, Wire, run_for
 from ..support.otel import Otel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-# Twelve characters a delta: three tokens each by the estimate, so a count of events (one a delta)
-# would read a third of it, and the test tells the two apart.
-WORDS = [f"word{i:02d} abcd " for i in range(12)]
+# Thirteen characters a delta: a count of events (one a delta) would read under a third of the estimate,
+# and text of a length that is not a multiple of four tells rounding up from rounding down.
+WORDS = [f"word{i:02d} abcde " for i in range(12)]
 ESTIMATED = "sse_middleware.usage.estimated"
 OUTPUT = "gen_ai.usage.output_tokens"
 
@@ -81,6 +82,7 @@ async def test_a_guard_trip_gets_an_estimate_of_what_went_out(otel: Otel, coales
     sent = _client_text(wire)
     assert attrs["sse_middleware.guard.blocked"] is True and sent and "word06" not in sent
     assert attrs.get(ESTIMATED) is True
+    assert len(sent) % 4  # the control: a length where rounding up and down differ (6 words, 78)
     assert attrs[OUTPUT] == math.ceil(len(sent) / 4) > sent.count("word")  # characters, not events
     assert attrs["sse_middleware.token_count_source"] == "chunks"  # the real count never came
 
@@ -92,7 +94,7 @@ async def test_a_client_that_leaves_mid_stream_gets_an_estimate(otel: Otel) -> N
     assert attrs.get(ESTIMATED) is True
     # The text the telemetry saw: what the client had, and the delta it left at (read, not delivered).
     sent = _client_text(wire)
-    assert math.ceil(len(sent) / 4) <= attrs[OUTPUT] <= math.ceil((len(sent) + 12) / 4)
+    assert math.ceil(len(sent) / 4) <= attrs[OUTPUT] <= math.ceil((len(sent) + 13) / 4)
     assert attrs[OUTPUT] > sent.count("word") + 1  # characters, not events
 
 
@@ -142,3 +144,11 @@ def test_control_usage_that_came_before_the_cut_is_kept(otel: Otel) -> None:
 async def test_control_a_whole_stream_without_usage_gets_no_estimate(otel: Otel) -> None:
     attrs = await _span(otel, _script(usage=False), Wire())
     assert ESTIMATED not in attrs and OUTPUT not in attrs
+
+
+def test_the_estimate_rounds_a_started_token_up() -> None:
+    """Four characters a token, a started one counted: 13 characters are 4 tokens (3.25 rounded up),
+    one character is one, none is none. Killed by ``math.floor`` (3, 0) or ``round`` (3) in
+    ``estimate_tokens``; the control is a multiple of four, which every rounding agrees on."""
+    assert [estimate_tokens(n) for n in (0, 1, 13, 14, 15)] == [0, 1, 4, 4, 4]
+    assert estimate_tokens(16) == 4 == 16 // 4
