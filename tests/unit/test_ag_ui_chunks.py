@@ -25,7 +25,7 @@ from sse_middleware import Blocked
 from sse_middleware._core.dialects import AGUI
 
 from ..support import ag_ui
-from .test_ag_ui_asgi import App, serve
+from .test_ag_ui_asgi import ARGS, WORDS, App, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +151,35 @@ async def test_text_that_mentions_run_finished_is_not_the_runs_end(anyio_backend
     assert not AGUI.is_end(ag_ui.encode([quoted])[0])
     finished = App(ag_ui.encode([START, FINISH, FINISH]), RuntimeError("cleanup failed"), fail_after=2)
     assert ag_ui.read((await serve(finished, telemetry=False)).data)[-1].type == EventType.RUN_FINISHED
+
+
+@pytest.mark.parametrize(
+    ("part", "word", "key"),
+    [
+        ("text", "Here", ("text", "msg1")),
+        ("text", "code", ("text", "msg1")),
+        ("tool_arguments", "city", ("args", "call1")),
+    ],
+)
+async def test_the_chunk_helpers_run_is_guarded_in_every_chunk(
+    anyio_backend: str, part: str, word: str, key: tuple[str, str]
+) -> None:
+    """``ag_ui.chunks()``, the chunk form as the project writes it (the first text and the first
+    arguments in opening chunks): a word in an opening chunk (``Here``, ``city``) or in a continuation
+    (``code``) ends the run in a content filter, the word never sent; and under ``validate_json`` the
+    whole run finishes. Control: unguarded, the word goes out. Killed by ``AGUI.texts`` returning
+    nothing (the opening chunks' words pass, and the arguments fail the check)."""
+    frames = ag_ui.encode(ag_ui.chunks(WORDS, ARGS))
+    whole = ag_ui.texts(ag_ui.read((await serve(App(frames), telemetry=False)).data))
+    assert word in whole[key]
+
+    def guard(check: Any) -> None:
+        if check.part == part and word in check.text:
+            raise Blocked("Not allowed here.", code="policy")
+
+    events = ag_ui.read((await serve(App(frames), guards=[guard], telemetry=False)).data)
+    last = events[-1]
+    assert isinstance(last, RunErrorEvent) and last.code == "content_filter"
+    assert word not in ag_ui.texts(events).get(key, "")
+    checked = ag_ui.read((await serve(App(frames), telemetry=False, validate_json=True)).data)
+    assert checked[-1].type == EventType.RUN_FINISHED and ag_ui.texts(checked) == whole
