@@ -47,10 +47,17 @@ def _at(path: Path) -> Lifecycle:
     return life
 
 
-def _reachable() -> dict[Phase, Path]:
-    """Each phase the named transitions reach from a new lifecycle, by the shortest path of calls."""
-    paths: dict[Phase, Path] = {Phase.WAITING: ()}
-    todo = [Phase.WAITING]
+State = tuple[Phase, Client]
+
+
+def _state(life: Lifecycle) -> State:
+    return life.phase, life.client
+
+
+def _states() -> dict[State, Path]:
+    """Each (phase, client) the named transitions reach from a new lifecycle, by the shortest path."""
+    paths: dict[State, Path] = {(Phase.WAITING, Client.CONNECTED): ()}
+    todo = [(Phase.WAITING, Client.CONNECTED)]
     while todo:
         path = paths[todo.pop(0)]
         for name in _transitions():
@@ -59,9 +66,17 @@ def _reachable() -> dict[Phase, Path]:
                 _call(life, name)
             except LifecycleError:
                 continue
-            if life.phase not in paths:
-                paths[life.phase] = (*path, name)
-                todo.append(life.phase)
+            if _state(life) not in paths:
+                paths[_state(life)] = (*path, name)
+                todo.append(_state(life))
+    return paths
+
+
+def _reachable() -> dict[Phase, Path]:
+    """Each phase the named transitions reach from a new lifecycle, by the shortest path of calls."""
+    paths: dict[Phase, Path] = {}
+    for (phase, _), path in _states().items():  # found breadth first: the shortest path first
+        paths.setdefault(phase, path)
     return paths
 
 
@@ -145,30 +160,6 @@ def test_a_strict_transition_from_a_phase_it_does_not_leave_raises() -> None:
 
 
 # -- the client's table, the naming, the ending's reason ----------------------------------------------
-
-State = tuple[Phase, Client]
-
-
-def _state(life: Lifecycle) -> State:
-    return life.phase, life.client
-
-
-def _states() -> dict[State, Path]:
-    """Each (phase, client) the named transitions reach from a new lifecycle, by the shortest path."""
-    paths: dict[State, Path] = {(Phase.WAITING, Client.CONNECTED): ()}
-    todo = [(Phase.WAITING, Client.CONNECTED)]
-    while todo:
-        path = paths[todo.pop(0)]
-        for name in _transitions():
-            life = _at(path)
-            try:
-                _call(life, name)
-            except LifecycleError:
-                continue
-            if _state(life) not in paths:
-                paths[_state(life)] = (*path, name)
-                todo.append(_state(life))
-    return paths
 
 
 def _state_outcomes() -> Iterator[tuple[State, str, State | None]]:
