@@ -4,7 +4,11 @@ One :class:`~.jsoncheck.checker.JsonChecker` per part that has a schema (a tool 
 tool's name, the text content by ``response_format`` / ``text.format`` or a per-request schema), made at
 the part's first text. The pipeline feeds each delta's text here before merging it; the first character
 that rules out every valid document ends the stream: the text before it still goes out, the rest of the
-stream does not (see :meth:`~.pipeline.Pipeline.feed`).
+stream does not (see :meth:`~.pipeline.Pipeline.feed`). Text an event carries that is no delta
+(:meth:`~.dialects.base.Dialect.texts`: an AG-UI opening chunk, an OpenAI chunk with a finish reason) is
+fed too; such an event cannot be cut, so one that holds the faulty character does not go out at all. A
+part is keyed as the client accumulates it (:meth:`~.dialects.base.Dialect.part_key`): one document per
+choice, message or call, whichever events carried it.
 
 A schema the checker cannot read (a remote ``$ref``, a cycle, not a schema at all) disables that part's
 check, never the request: :attr:`OutputCheck.unreadable` says why, for one warning and a span attribute.

@@ -183,3 +183,28 @@ async def test_the_chunk_helpers_run_is_guarded_in_every_chunk(
     assert word not in ag_ui.texts(events).get(key, "")
     checked = ag_ui.read((await serve(App(frames), telemetry=False, validate_json=True)).data)
     assert checked[-1].type == EventType.RUN_FINISHED and ag_ui.texts(checked) == whole
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+async def test_an_opening_chunk_that_holds_the_faulty_value_is_not_sent(
+    anyio_backend: str, guarded: bool
+) -> None:
+    """``validate_json``, the fault inside an opening chunk: the chunk cannot be cut, so it does not go out
+    at all, and the run ends in ``json_schema`` (with and without guards: the plain pipeline's checked
+    path and the guarded one). Control: the unchecked run sends it. Killed, unguarded, by
+    ``Pipeline.carried`` ignoring the check's verdict (the chunk goes out with the faulty value); the
+    guarded pipeline's gate drops what it holds at the fault either way."""
+    frames = ag_ui.encode(
+        [
+            START,
+            ToolCallChunkEvent(tool_call_id="c1", tool_call_name="get_weather", delta='{"city": 3, '),
+            ToolCallChunkEvent(delta='"days": 3}'),
+            FINISH,
+        ]
+    )
+    assert b'{\\"city\\": 3' in (await serve(App(frames), telemetry=False)).data
+    guards = [_blocks("nothing")] if guarded else []
+    wire = await serve(App(frames), guards=guards, telemetry=False, validate_json=True)
+    events = ag_ui.read(wire.data, verify=False)
+    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "json_schema"
+    assert b'{\\"city\\": 3' not in wire.data and ("args", "c1") not in ag_ui.texts(events)

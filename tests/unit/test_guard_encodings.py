@@ -25,6 +25,10 @@ from sse_middleware._core import headers
 from sse_middleware._core.config import CoreConfig
 from sse_middleware._core.guard import Check
 from sse_middleware._core.guarded import GuardedPipeline
+from sse_middleware._core.jsoncheck.request import DeclaredSchemas
+from sse_middleware._core.output_check import OutputCheck
+from sse_middleware._core.pipeline import Pipeline
+from sse_middleware._core.wire import Part
 
 from ..support import encodings
 
@@ -61,3 +65,32 @@ def test_the_guard_sees_every_character_the_client_gets(fmt: str, data: Any) -> 
     client = encodings.client(fmt, body)
     assert client == encodings.client(fmt, b"".join(events))  # nothing lost on the way (the control)
     assert sorted(seen.values()) == sorted(client.values())
+
+
+class Recorder(OutputCheck):
+    """An output check that passes everything and records the text it was fed, per part."""
+
+    def __init__(self) -> None:
+        super().__init__(DeclaredSchemas(content=True))
+        self.seen: dict[object, str] = {}
+
+    def feed(self, part: Part, key: Any, text: str) -> int | None:
+        self.seen[key] = self.seen.get(key, "") + text
+        return None
+
+
+@pytest.mark.parametrize("fmt", sorted(set(encodings.FORMATS) - {"sse"}))  # generic SSE has no parts
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_the_output_check_reads_every_character_the_client_gets(fmt: str, data: Any) -> None:
+    """The same property for ``validate_json`` without guards (the plain pipeline's checked path): per
+    part, the check reads exactly the client's text. Killed by ``Pipeline._feed_checked`` not feeding
+    ``carried()`` text (opening chunks, chunks with a finish reason...) and by keying the check by the
+    merge key (an OpenAI role chunk's content and the next chunk's are then two documents)."""
+    events, config = encodings.draw(data, fmt)
+    check = Recorder()
+    pipe = Pipeline(headers.SSE, CoreConfig(**config), None, check=check)
+    body = b"".join([*(b for raw in events for b in pipe.feed(raw, 0.0)), *pipe.close()])
+    client = encodings.client(fmt, body)
+    assert client == encodings.client(fmt, b"".join(events))
+    assert sorted(t for t in check.seen.values() if t) == sorted(client.values())
