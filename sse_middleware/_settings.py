@@ -100,7 +100,7 @@ class StreamingSettings:
     ``Last-Event-ID`` gets the rest of the stream instead of a new request to the app."""
     resume_store: str = "memory://"
     """Where logs live: ``memory://`` (this process; ``?max_bytes=N`` bounds all its logs together) or
-    ``redis://host:port/db`` (any number of hosts; ``pip install "sse_middleware[redis]"``)."""
+    ``redis://host:port/db`` (any number of hosts; needs redis-py, the ``[redis]`` extra)."""
     resume_ttl: Seconds = 300.0
     """Seconds a finished stream's log is kept for a resume."""
     resume_max_bytes: Annotated[int, AtLeast(1024)] = 4 << 20
@@ -275,7 +275,7 @@ def _store(value: str) -> None:
         raise ConfigError(f"resume_store: {exc}") from None
     if address.kind == "redis" and importlib.util.find_spec("redis") is None:
         raise ConfigError(
-            f"resume_store={value!r} needs the Redis client: pip install 'sse_middleware[redis]'"
+            f"resume_store={value!r} needs the Redis client, redis-py: pip install redis (the [redis] extra)"
         )
 
 
