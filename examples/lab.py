@@ -2,7 +2,8 @@
 
 Run it (no API keys, no network; a simulated model answers)::
 
-    pip install -e '.[demo]'            # or: pip install sse_middleware fastapi uvicorn opentelemetry-sdk
+    pip install -e '.[demo]'            # from a clone (or a built wheel: pip install dist/*.whl fastapi
+                                        # uvicorn opentelemetry-sdk)
     python examples/lab.py [--port 8000]
 
 then open the address it prints. Pick a scenario and press Run: the same simulated model answers

@@ -195,7 +195,7 @@ async def _sse(
     plan: Plan, cid: str, created: int, include_usage: bool, note: str = ""
 ) -> AsyncIterator[bytes]:
     if note:  # a comment, which every client ignores: the lab's event log shows it
-        yield f": {note}\n\n".encode()
+        yield f": lab note: {note}\n\n".encode()
     yield _chunk(cid, created, {"role": "assistant", "content": ""})
     count = 0
     async for token in generate(plan):

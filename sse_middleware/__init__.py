@@ -10,6 +10,7 @@ from ._core.recovery import Recovery, recovery
 from ._exceptions import Blocked, ConfigError, SSEMiddlewareError, StreamError
 from ._settings import StreamingSettings, opt_out, override
 from ._telemetry.annotate import annotate
+from ._version import __version__ as __version__
 
 __all__ = [
     "Blocked",
@@ -26,4 +27,3 @@ __all__ = [
     "override",
     "recovery",
 ]
-__version__ = "0.1.0"

@@ -9,6 +9,7 @@ of their own (``_SPECIAL``). Per-route and per-request overrides go through :fun
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import os
 from collections.abc import Callable, Mapping, MutableMapping
@@ -99,7 +100,7 @@ class StreamingSettings:
     ``Last-Event-ID`` gets the rest of the stream instead of a new request to the app."""
     resume_store: str = "memory://"
     """Where logs live: ``memory://`` (this process; ``?max_bytes=N`` bounds all its logs together) or
-    ``redis://host:port/db`` (any number of hosts; ``pip install "sse_middleware[redis]"``)."""
+    ``redis://host:port/db`` (any number of hosts; needs redis-py, the ``[redis]`` extra)."""
     resume_ttl: Seconds = 300.0
     """Seconds a finished stream's log is kept for a resume."""
     resume_max_bytes: Annotated[int, AtLeast(1024)] = 4 << 20
@@ -138,7 +139,7 @@ class StreamingSettings:
             name for name in _listed(source) if name.startswith(ENV_PREFIX) and name not in known
         )
         if unknown:
-            raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise ConfigError(f"unknown setting(s) {_nearest(unknown, ENV_PREFIX)}")
         values: dict[str, Any] = {}
         for variable, name in known.items():
             raw = source.get(variable) if isinstance(source, Mapping) else source(variable, default=None)
@@ -223,7 +224,34 @@ def _listed(source: Mapping[str, str] | Lookup) -> list[str]:
 def _known(changes: Mapping[str, object]) -> None:
     unknown = sorted(set(changes) - set(_KINDS))
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}")
+        raise ConfigError(f"unknown setting(s) {_nearest(unknown)}")
+
+
+def _nearest(unknown: list[str], prefix: str = "") -> str:
+    """Each unknown name with the known one it most likely misspells (compared after ``prefix``, which
+    every name shares): one name to fix, not a list of all (docs/settings.md has that)."""
+    told = []
+    for name in unknown:
+        close = difflib.get_close_matches(name[len(prefix) :].lower(), _KINDS, n=1)
+        if close:
+            name += f" (did you mean {prefix + close[0].upper() if prefix else close[0]}?)"
+        told.append(name)
+    return ", ".join(told)
+
+
+def resolve(settings: StreamingSettings | None, changes: Mapping[str, object]) -> StreamingSettings:
+    """The middleware's settings from what it was given: a ``StreamingSettings``, or fields as keywords
+    (over the environment's ``SSE_MIDDLEWARE_*``, as ``settings=None`` reads it), never both."""
+    if settings is None:
+        return StreamingSettings.from_env().replace(changes)
+    if changes:
+        raise ConfigError(
+            f"settings= and setting keywords ({', '.join(sorted(changes))}) given together: pass one,"
+            " StreamingSettings(...) or the keywords"
+        )
+    if not isinstance(settings, StreamingSettings):
+        raise TypeError(f"settings must be a StreamingSettings, got {type(settings).__name__}")
+    return settings
 
 
 def _json_path(value: str) -> None:
@@ -247,7 +275,7 @@ def _store(value: str) -> None:
         raise ConfigError(f"resume_store: {exc}") from None
     if address.kind == "redis" and importlib.util.find_spec("redis") is None:
         raise ConfigError(
-            f"resume_store={value!r} needs the Redis client: pip install 'sse_middleware[redis]'"
+            f"resume_store={value!r} needs the Redis client, redis-py: pip install redis (the [redis] extra)"
         )
 
 

@@ -6,6 +6,8 @@ const CJK = "\\u3000-\\u30ff\\u3400-\\u9fff\\uac00-\\ud7af\\uff00-\\uffef";
 const EMOJI = "\\u{1F000}-\\u{1FAFF}\\u2600-\\u27BF\\u200D\\uFE0F";
 const TOKEN_RE = new RegExp(`\\n+|[ \\t]*(?:[${CJK}]|[${EMOJI}]|[^\\s${CJK}${EMOJI}]{1,4})|[ \\t]+`, "gu");
 const countTokens = (text) => (text.match(TOKEN_RE) || []).length;
+// The lab's own notes to its page (a re-run says so): comments, which every client ignores, but no ping.
+const NOTE = "lab note: ";
 
 const STALL_MS = 30000; // a client-side watchdog: a panel never hangs forever, whatever the server does
 const fmtS = (s) => (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
@@ -22,6 +24,7 @@ class Panel {
     root.dataset.panel = spec.id;
     this.$(".title").textContent = spec.title;
     this.$(".subtitle").textContent = spec.subtitle;
+    this.$(".subtitle").title = spec.subtitle; // whole, where two lines cut it short
     this.$(".felt-note").textContent = spec.stream ? "= TTFT: reading starts here" : "= E2E: nothing until the end";
     this.canvas = this.$(".timeline");
     this.reset();
@@ -32,7 +35,9 @@ class Panel {
     this.snaps = [];
     this.marks = [];
     this.shown = -2;
-    this.s = { t: 0, len: 0, frames: 0, events: 0, heartbeats: 0, tokens: 0, exact: false,
+    // tokens: of the answer shown (counted as the model counts them); usage: what the stream reported,
+    // which after a re-run is what was billed, every attempt's (a failed one's estimated).
+    this.s = { t: 0, len: 0, frames: 0, events: 0, heartbeats: 0, tokens: 0, exact: false, usage: null,
       ttft: null, lastText: null, end: null, status: "idle", error: null };
     this.render(0);
   }
@@ -142,6 +147,10 @@ class Panel {
       const before = this.text.length;
       const changes = { frames: this.s.frames + 1, events: this.s.events, heartbeats: this.s.heartbeats };
       for (const item of parser.feed(value)) {
+        if (item.type === "comment" && item.text.startsWith(NOTE)) {
+          this.log(t, "note", item.text.slice(NOTE.length));
+          continue;
+        }
         if (item.type === "comment") {
           changes.heartbeats++;
           this.marks.push({ t, kind: "hb" });
@@ -164,7 +173,7 @@ class Panel {
             this.log(t, "err", `finish_reason: content_filter ${JSON.stringify(filtered)}`);
           }
         }
-        if (msg.usage) Object.assign(changes, { tokens: msg.usage.completion_tokens, exact: true });
+        if (msg.usage) changes.usage = msg.usage.completion_tokens;
       }
       if (this.text.length > before) {
         changes.lastText = t;
@@ -189,7 +198,11 @@ class Panel {
       }
       this.text = doc.choices[0].message.content;
       this.snap(t, { ttft: t, lastText: t, tokens: doc.usage?.completion_tokens ?? 0, exact: true });
-    } else if (!done) {
+    } else if (this.s.usage !== null && this.s.usage !== countTokens(this.text)) {
+      this.log(t, "note", `usage: ${this.s.usage} tokens billed (every attempt's, a failed one's estimated), ` +
+        `not the answer's ${countTokens(this.text)}`);
+    }
+    if (this.spec.stream && resp.ok && !done) {
       throw Object.assign(new Error("The stream ended without [DONE]: the answer may be cut off."), { kind: "eof" });
     } else if (filtered) {
       throw Object.assign(new Error(filtered.message), { kind: "filter", detail: filtered });
@@ -223,6 +236,8 @@ class Panel {
       this.metric("frames").textContent = s.frames;
       this.metric("frames").title = this.spec.stream ? `${s.events} SSE events in ${s.frames} network reads` : "network reads";
       this.metric("tokens").textContent = s.tokens;
+      this.metric("tokens").title = "tokens of the answer shown" +
+        (s.usage === null ? "" : `; the stream's usage says ${s.usage} completion tokens billed`);
       this.metric("heartbeats").textContent = s.heartbeats;
       const tpot = this.spec.stream && s.ttft !== null && s.tokens > 1 ? (s.lastText - s.ttft) / (s.tokens - 1) : null;
       this.setMetric("tpot", tpot === null ? (this.spec.stream ? "–" : "n/a") : fmtMs(tpot), tpot === null ? "" : grade(tpot, 0.08, 0.2));

@@ -2,16 +2,22 @@
 and writes what comes back.
 
 - :mod:`.middleware`: ``StreamingMiddleware``, frozen settings, one responder per request, the shutdown
-  drain; :mod:`.shutdown`, the SIGTERM/SIGINT chain that starts it.
+  drain, and the refusal of a bad setting at the lifespan's startup; :mod:`.shutdown`, the SIGTERM/SIGINT
+  chain that starts the drain.
 - :mod:`.responder`: one request: the app runs in the server's task, its ``receive`` as the server's,
   pass-through, and the start; :mod:`.start`, the factory that builds a finished stream at the start.
-- :mod:`.stream`: one streaming response as the middleware ends it (why, what the client is told, the
-  one teardown) and the AI SDK's chat index; it owns the parts below.
+- :mod:`.stream`: one streaming response as the middleware ends it and the AI SDK's chat index; it owns
+  the parts below. :mod:`.stream_end`: the ending policy, why the middleware ends a stream and what the
+  client is told (an error, a timeout, a reconnect hint, the end on delete).
 - :mod:`.writer`: the client side, the only caller of the server's ``send`` for a stream: the per-token
-  path, the write lock, the write in flight and how it is cut, the frame bookkeeping.
+  path, frames, heartbeats and the one cuttable write; :mod:`.write_lock`, the lock around ``send`` and
+  the state the parts share; :mod:`.writer_watch`, what the watcher asks of it; :mod:`.last_write`, the
+  stream's last writes (the ending, the final body).
 - :mod:`.stream_timers`: what the stream does at each deadline; :mod:`.watcher`, the one timer handle
   (and helper task) per stream that wakes it.
 - :mod:`.guards`: guards run beside the app, one check task per stream.
+- :mod:`.recovery`: a recovered stream's runs (each run's bodies through the splice, the re-run's scope
+  and replayed body, giving up).
 - :mod:`.disconnect`: seeing a client leave without changing the app's ``receive``, and the stream's
   disconnect listener.
 - :mod:`.resume`, :mod:`.chat_resume`: answering a ``Last-Event-ID`` or the AI SDK's

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from .._core.dialects import RelayMemory
 from .._core.resume import Caller
-from .._settings import StreamingSettings
+from .._exceptions import ConfigError
+from .._settings import StreamingSettings, resolve
 from .._telemetry.recorder import Telemetry
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .chat_resume import ChatResume
@@ -23,6 +24,9 @@ from .start import Shared
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
+    from typing_extensions import Unpack
+
+    from .._settings import SettingsChanges
 
 
 class StreamingMiddleware:
@@ -30,7 +34,11 @@ class StreamingMiddleware:
     events, graceful shutdown and telemetry, for every ``text/event-stream`` (and text/plain or NDJSON
     without a Content-Length) response. Everything else passes through untouched.
 
-    ``settings=None`` reads ``SSE_MIDDLEWARE_*`` from the environment (a bad value fails here, at start-up).
+    Settings come as ``settings=StreamingSettings(...)``, or as its fields by keyword
+    (``add_middleware(StreamingMiddleware, heartbeat_interval=5)``) over the ``SSE_MIDDLEWARE_*``
+    environment variables, which ``settings=None`` reads alone. A bad value, an unknown name or both forms
+    at once fails the server's start: the lifespan's startup is refused with the message (under a server
+    that runs no lifespan, every request raises it).
     ``resume_caller(scope)``: who the caller is, for resumable streams (default: a keyed hash of the
     ``Authorization`` and ``Cookie`` headers); a resume is granted only to the same caller.
     ``guards``: functions (or coroutine functions) shown the stream's text before it leaves (README,
@@ -46,13 +54,19 @@ class StreamingMiddleware:
         meter_provider: MeterProvider | None = None,
         resume_caller: Caller | None = None,
         guards: Sequence[Guard] = (),
+        **changes: Unpack[SettingsChanges],
     ) -> None:
         self.app = app
-        self.settings = StreamingSettings.from_env() if settings is None else settings
-        if not isinstance(self.settings, StreamingSettings):
-            raise TypeError(f"settings must be a StreamingSettings, got {type(self.settings).__name__}")
+        try:
+            self.settings = resolve(settings, changes)
+            self.guards = validate(guards)  # a guard that is no function fails at start-up too
+        except (ConfigError, TypeError) as exc:
+            # Not raised: Starlette builds its middleware in its first call, the lifespan's, and an exception
+            # there reads to uvicorn as "lifespan unsupported"; the server would start and answer 500s.
+            self.error = exc
+            self.__class__ = Refusing
+            return
         s = self.settings
-        self.guards = validate(guards)  # checked here: a guard that is no function fails at start-up
         self.core = s.core()  # the core's config for streams without per-request overrides
         self.telemetry = Telemetry(
             tracer_provider,
@@ -98,6 +112,7 @@ class StreamingMiddleware:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self._watch.stopping = False  # served again (tests, programmatic restarts): a fresh start
+                self.resume.stopping = False
                 self._drain_at = math.inf
             elif message["type"] == "lifespan.shutdown":
                 self.begin_shutdown()  # servers that send this early get the same drain
@@ -122,3 +137,18 @@ class StreamingMiddleware:
             responder.drain(max(0.0, self._drain_at - time.monotonic()))
         else:
             self._watch.install()
+
+
+class Refusing(StreamingMiddleware):
+    """A middleware whose settings are bad: it answers the lifespan's startup with
+    ``lifespan.startup.failed`` and the error, which servers turn into a failed start, without running
+    the app's lifespan, then raises the error (as Starlette's router does after a failed startup, for
+    runners that read no ``failed``); any other call raises it too. Its own class, not a check on every
+    request: a good middleware's calls pay nothing for it."""
+
+    error: ConfigError | TypeError
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and (await receive())["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.failed", "message": f"StreamingMiddleware: {self.error}"})
+        raise self.error.with_traceback(None)

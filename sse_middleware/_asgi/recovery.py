@@ -33,7 +33,7 @@ BODY: Final = "http.response.body"
 _UNRECOVERABLE: set[str] = set()  # routes already logged as not recoverable (their body is not held)
 
 
-class Ends(Protocol):
+class RecoveryStream(Protocol):
     """What recovery may ask of its stream (a weak proxy of it)."""
 
     def end(self, info: ErrorInfo | None) -> None: ...
@@ -121,7 +121,7 @@ class Recovering:
         plan: Plan,
         settings: StreamingSettings,
         life: Lifecycle,
-        ends: Ends,
+        ends: RecoveryStream,
         clocks: Any,
         telemetry: StreamTelemetry | None,
     ) -> None:

@@ -4,7 +4,7 @@ a shutdown's reconnect hint and hard stop, a resumable stream's handover and aba
 One per :class:`~.stream.Stream`. The watcher calls :meth:`StreamTimers.peek` synchronously on each timer
 tick, and :meth:`StreamTimers.wake` only when something is due. The timers write nothing themselves: they
 ask the stream's :class:`~.writer.Writer` (flush what is due, a heartbeat, a goodbye), and they end the
-stream through :class:`Ending`, the narrow interface the stream gives them.
+stream through :class:`TimerStream`, the narrow interface the stream gives them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .._settings import StreamingSettings
 from .writer import Writer
 
 
-class Ending(Protocol):
+class TimerStream(Protocol):
     """What the timers may ask of their stream (a weak proxy of it: the stream holds the timers)."""
 
     def end(self, info: ErrorInfo | None) -> None: ...
@@ -49,7 +49,12 @@ class StreamTimers:
     __slots__ = ("_config", "_ends", "_handover", "_settings", "life", "writer")
 
     def __init__(
-        self, life: Lifecycle, writer: Writer, config: CoreConfig, settings: StreamingSettings, ends: Ending
+        self,
+        life: Lifecycle,
+        writer: Writer,
+        config: CoreConfig,
+        settings: StreamingSettings,
+        ends: TimerStream,
     ) -> None:
         self.life = life
         self.writer = writer

@@ -9,8 +9,10 @@ Chromium is Debian's (``/usr/bin/chromium``, or ``LAB_CHROMIUM``); missing, it i
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..support.browser import chromium
-from ..support.servers import example
+from ..support.servers import ROOT, example
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -196,3 +198,64 @@ def test_guarded_answer_raw_shows_the_credential_the_middleware_ends_at_the_filt
     box = page.inner_text('[data-panel="mw"] .error')
     assert "Stopped by a guard" in box and "credential" in box
     assert page.locator("#log .log-err").filter(has_text="content_filter").count() == 1
+
+
+def test_recovery_shows_the_whole_answer_counted_as_shown(page: Page) -> None:
+    """The re-run's note is logged, not counted as a ping; the tokens are the whole answer's (as the lab's
+    model counts them), and the billed usage that differs is said for what it is."""
+    answer = lab_model().SCENARIOS["recover"].answer
+    run_scenario(page, "recover", ttft=0.3, tpot=8)
+    wait_finished(page)
+    assert page.get_attribute('[data-panel="mw"]', "data-state") == "done"
+    assert page.evaluate("lab.panels.find((p) => p.spec.id === 'mw').text") == answer, (
+        "whole, across the re-run"
+    )
+    assert int(metric(page, "mw", "tokens")) == len(lab_model().tokenize(answer))
+    assert page.locator("#log .log-note").filter(has_text="re-run 1").count() == 1
+    assert page.locator("#log .log-hb").filter(has_text="re-run").count() == 0
+    pings = page.locator("#log .log-hb").filter(has_text=": ping").count()
+    assert int(metric(page, "mw", "heartbeats")) == pings, "the ping count is the pings alone"
+    billed = page.locator("#log .log-note").filter(has_text="tokens billed")
+    assert billed.count() == 1 and "a failed one's estimated" in billed.inner_text()
+    # Control: raw, the same failure leaves half an answer and a broken connection.
+    assert page.get_attribute('[data-panel="raw"]', "data-state") == "error"
+    assert len(content(page, "raw")) < len(content(page, "mw"))
+
+
+def lab_model() -> Any:
+    """examples/lab_model.py, the lab's simulated model, as the lab imports it."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        return importlib.import_module("lab_model")
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+
+
+def test_panel_headers_keep_the_metric_rows_in_line_and_a_stop_is_not_a_failure(page: Page) -> None:
+    """Subtitles of different lengths (the middleware's wraps) leave every panel's metric row at the
+    same height; a guard's stop is boxed amber as its badge, a failure red (the control)."""
+    rows = "() => [...document.querySelectorAll('.panel .metrics')].map((m) => m.getBoundingClientRect().top)"
+    for width in (1500, 1180):  # at 1180 the panels are narrow and the middleware's subtitle wraps
+        page.set_viewport_size({"width": width, "height": 1100})
+        tops = page.evaluate(rows)
+        assert len(tops) == 3 and max(tops) - min(tops) < 1, (width, tops)
+        cut = page.evaluate(
+            "() => [...document.querySelectorAll('.metrics')].some((m) => m.scrollWidth > m.clientWidth)"
+        )
+        assert not cut, f"a metric row overflows its panel at {width} px"
+    box_color = "(sel) => getComputedStyle(document.querySelector(sel)).backgroundColor"
+    run_scenario(page, "guarded", ttft=0.3, tpot=8)
+    wait_finished(page)
+    stopped = page.evaluate(box_color, '[data-panel="mw"] .error')
+    badge = page.evaluate(box_color, '[data-panel="mw"] .status')
+    run_scenario(page, "failure", ttft=0.3, tpot=8)
+    wait_finished(page)
+    failed = page.evaluate(box_color, '[data-panel="mw"] .error')
+    assert stopped != failed, "a stop is not boxed as a failure"
+    assert _hue(stopped) == _hue(badge), f"boxed in its badge's colour: {stopped} vs {badge}"
+
+
+def _hue(css: str) -> str:
+    """Which of red, amber or another colour an rgb() string is, by its channels' order."""
+    r, g, b = (int(v) for v in re.findall(r"\d+", css)[:3])
+    return "red" if r > g and b > g else "amber" if r > g > b else "other"

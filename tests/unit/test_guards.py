@@ -311,7 +311,7 @@ async def test_a_slow_guard_checks_far_fewer_times_than_tokens(anyio_backend: st
 
 async def test_request_guards_and_bad_guards(anyio_backend: str) -> None:
     with pytest.raises(ConfigError):
-        StreamingMiddleware(App(), guards=["not a function"])
+        await serve(StreamingMiddleware(App(), guards=["not a function"]))
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         guard(scope, _blocker("secret"))

@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
@@ -20,6 +21,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
+
+from ..support.harness import SSE, Wire, scope
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -115,3 +118,33 @@ def leaves(exc: BaseException) -> list[tuple[str, str]]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
     return [(type(exc).__name__, str(exc))]
+
+
+async def test_a_second_lifespan_resumes_again(anyio_backend: str) -> None:
+    """An app started twice in one process (a test client's second lifespan): the first one's shutdown
+    stopped every resumed response, and the next start must let them follow their log again. The
+    control is a resume between the two lifespans, which the shutdown rightly stops: it gets what the log
+    had and not the event written while it waited."""
+    mw = StreamingMiddleware(make_app([]), StreamingSettings(resume=True, heartbeat_interval=0))
+    caller = [(b"authorization", b"Bearer alice")]
+
+    async def resume() -> list[str | None]:
+        """A client back after event 1 of a live log that has three; event 4 comes while it follows."""
+        log = await mw.resume.open(scope() | {"headers": caller}, mw.settings, SSE)
+        assert log is not None
+        for n in (1, 2, 3):
+            log.append(b"data: %d\n\n" % n)
+        wire = Wire()
+        last = (b"last-event-id", f"{log.stream}.1".encode())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mw, scope() | {"headers": [*caller, last]}, wire.receive, wire.send)
+            await anyio.wait_all_tasks_blocked()
+            log.append(b"data: 4\n\n")
+            await log.close(True)
+        return [event.data for event in wire.events()]
+
+    async with LifespanManager(mw):
+        assert await resume() == ["2", "3", "4"]
+    assert await resume() == ["2", "3"]  # stopped: the server is shutting down
+    async with LifespanManager(mw):
+        assert await resume() == ["2", "3", "4"]

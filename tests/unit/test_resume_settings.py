@@ -55,7 +55,7 @@ def test_a_bad_value_is_a_clear_error(variable: str, value: str, says: str) -> N
 def test_redis_without_the_extra_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
     assert StreamingSettings(resume_store="redis://127.0.0.1:6379/0")  # control: redis-py installed
     monkeypatch.setitem(sys.modules, "redis", None)  # what Python does for a package that is not there
-    with pytest.raises(ConfigError, match=r"pip install 'sse_middleware\[redis\]'"):
+    with pytest.raises(ConfigError, match=r"needs the Redis client, redis-py: pip install redis"):
         StreamingSettings(resume_store="redis://127.0.0.1:6379/0")
     assert StreamingSettings(resume_store="memory://")  # memory needs nothing
 
