@@ -19,9 +19,11 @@ import anyio
 import anyio.lowlevel
 
 from .._core import errors, headers
+from .._core.deadlines import Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Lifecycle, Phase
-from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Recoverer, Retry
+from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Recoverer, Retry, Whole
+from .._core.recovery.raised import request_fault, retry_after
 from .._settings import SCOPE_KEY as OVERRIDES
 from .._settings import StreamingSettings
 from .._types import Message, Receive, Scope
@@ -39,6 +41,18 @@ class Ends(Protocol):
     def end(self, info: ErrorInfo | None) -> None: ...
 
     def error_id(self) -> str: ...
+
+
+class RunControl(Protocol):
+    """What recovery may do to the app's current run (the responder's cancel scope of it)."""
+
+    def cancel(self) -> None: ...
+
+    def start_within(self, seconds: float) -> None:
+        """Cancel the run unless its response starts within ``seconds``."""
+
+    def started(self) -> None:
+        """The run's response started: no deadline of :meth:`start_within` is left."""
 
 
 def recoverable_body(scope: Scope, whole: bytes | None) -> bytes | None:
@@ -69,7 +83,7 @@ class Plan:
     body: bytes
     scope: Scope
     media: bytes
-    cancel_run: Callable[[], object]
+    run: RunControl
 
 
 def plan(
@@ -77,7 +91,7 @@ def plan(
     scope: Scope,
     start: Message,
     body: bytes | None,
-    cancel_run: Callable[[], object],
+    run: RunControl,
 ) -> Plan | None:
     """The recovery of a stream that turned out to be SSE, if its settings and its body allow one."""
     if settings.recover == "off" or body is None:
@@ -90,7 +104,7 @@ def plan(
         dialect=settings.dialect,
         max_event=settings.max_event_bytes,
     )
-    return Plan(recoverer, body, scope, _media(start.get("headers", ())), cancel_run)
+    return Plan(recoverer, body, scope, _media(start.get("headers", ())), run)
 
 
 class Recovering:
@@ -103,13 +117,14 @@ class Recovering:
         "_inner",
         "_media",
         "_refused",
+        "_run",
         "_running",
         "_snapshot",
+        "_started",
         "_telemetry",
         "_writer_clocks",
         "body_bytes",
         "broke",
-        "cancel_run",
         "final",
         "life",
         "recoverer",
@@ -122,7 +137,7 @@ class Recovering:
         settings: StreamingSettings,
         life: Lifecycle,
         ends: Ends,
-        clocks: Any,
+        clocks: Clocks,
         telemetry: StreamTelemetry | None,
     ) -> None:
         self.recoverer = plan.recoverer
@@ -131,7 +146,7 @@ class Recovering:
         self.settings = settings
         self.life = life
         self._ends = ends
-        self._writer_clocks = clocks  # the stall clock restarts with each run
+        self._writer_clocks = clocks  # the stall clock restarts with each run's response start
         self._telemetry = telemetry
         self._media = media
         # The scope as the app left it at its start, with a copy of its overrides: each re-run gets its
@@ -139,12 +154,13 @@ class Recovering:
         overrides = scope.get(OVERRIDES)
         self._snapshot = {**scope, OVERRIDES: dict(overrides)} if overrides else dict(scope)
         self._inner: Callable[[Message], Awaitable[None]] = _nowhere
-        self.cancel_run = plan.cancel_run
+        self._run = plan.run
         self.broke: Failure | None = None  # this run's, once seen
         self.final: Message | None = None  # a truncated run's final body: a give-up sends it
         self._first_exc: Exception | None = None
         self._refused: str | None = None
         self._running = True
+        self._started = True  # the run's response started (the first run's had, when this was made)
         self._counted = False
 
     def wrap(self, inner: Callable[[Message], Awaitable[None]]) -> Callable[[Message], Awaitable[None]]:
@@ -166,6 +182,8 @@ class Recovering:
             await self._inner(
                 message if joined is data and more else {"type": BODY, "body": joined, "more_body": True}
             )
+        elif data:  # held (half an event) or dropped (a restart's repeat): the app is not silent
+            self._writer_clocks.last_app = time.monotonic()
         if failure is not None:
             self.broke = failure
             return
@@ -174,50 +192,67 @@ class Recovering:
             if failure is not None:
                 self.broke, self.final = failure, message
                 return
+            marker = self.recoverer.owed()
             self._outcome("recovered")  # before the last write, which ends the span
-            await self._inner({**message, "body": b""} if data else message)
+            if marker:
+                await self._inner({**message, "body": marker})
+            else:
+                await self._inner({**message, "body": b""} if data else message)
 
     def stalled(self, now: float) -> bool:
         """The stall deadline passed: the app's current run is ended and recovered; True when that is
         recovery's to handle (also between runs, when no app runs to stall)."""
         self._writer_clocks.last_app = now
-        if self._running and self.broke is None:
+        if self._running and self._started and self.broke is None:
             self.broke = Failure("stall")
-            self.cancel_run()
+            self._run.cancel()
         return True
 
     # -- between runs: what the responder asks -------------------------------------------------------
 
-    def decide(self, raised: Exception | None) -> Retry | GiveUp | None:
+    def decide(self, raised: Exception | None) -> Retry | GiveUp | Whole | None:
         """After a run: None when there is nothing to recover (it ended well, or the stream is over),
-        else a re-run or giving up."""
+        else a re-run, giving up, or a clean end (a re-run's answer went out whole)."""
         self._running = False
         if self.life.phase is not Phase.STREAMING:
             return None
-        failure = self.broke
-        if raised is not None and failure is None:
-            failure = Failure("exception", None, type(raised).__name__)
-        if failure is None and self._refused is None:
-            failure = self.recoverer.end()  # the app returned without its final body
-            if failure is None:
-                return None
         if raised is not None and self._first_exc is None and self.recoverer.first is None:
             self._first_exc = raised
-        decision: Retry | GiveUp
+        failure, wait = self.broke, None
+        if failure is None and raised is not None:
+            status = request_fault(raised)
+            if status is not None and self._refused is None:
+                self._refused = f"the upstream answered {status}: the request is at fault, not retried"
+            wait = retry_after(raised)
+            failure = Failure("exception", None, type(raised).__name__)
+        elif failure is None and self._refused is None and not self._started:
+            failure = Failure("stall", None, "the re-run's response did not start")
+        elif failure is None and self._refused is None:
+            failure = self.recoverer.end()  # the app returned without its final body
+            if failure is None:
+                marker = self.recoverer.owed()
+                return None if marker is None else self._whole(marker)
+        decision: Retry | GiveUp | Whole
         if self._refused is not None or failure is None:
             decision = self.recoverer.refuse(self._refused or "the re-run did not start")
         else:
-            decision = self.recoverer.fail(failure, self.body_bytes)
+            decision = self.recoverer.fail(failure, self.body_bytes, wait)
         telemetry = self._telemetry
         if isinstance(decision, GiveUp):
             logger.warning("recovery gave up: %s (first failure: %s)", decision.why, decision.failure.reason)
             self._outcome("gave_up")
-        elif telemetry is not None:
-            reason = decision.recovery.reason
-            telemetry.recovery_attempt(
-                decision.recovery.attempt, reason, len(decision.recovery.text), time.monotonic()
-            )
+        elif isinstance(decision, Whole):
+            self._outcome("recovered")
+        else:
+            found = decision.recovery
+            logger.debug("recovery: re-run %d in %g s (%s)", found.attempt, decision.delay, found.reason)
+            if telemetry is not None:
+                telemetry.recovery_attempt(found.attempt, found.reason, len(found.text), time.monotonic())
         return decision
+
+    def _whole(self, marker: bytes) -> Whole:
+        self._outcome("recovered")
+        return Whole(marker)
 
     def _outcome(self, outcome: str) -> None:
         """How the stream's recovery ended, once, if it ever re-ran the app or gave up."""
@@ -229,7 +264,11 @@ class Recovering:
     def scope_for(self, decision: Retry) -> Scope:
         """A fresh copy of the scope for a re-run, holding its :class:`Recovery`."""
         self.broke, self.final, self._refused, self._running = None, None, None, True
+        self._started = False  # the stall clock waits for its start, as a first run's does
         self._writer_clocks.last_app = time.monotonic()
+        budget = self.settings.recover_start_timeout
+        if budget > 0:
+            self._run.start_within(budget)
         overrides = self._snapshot.get(OVERRIDES)
         scope = {**self._snapshot, SCOPE_KEY: decision.recovery}
         if overrides:
@@ -253,6 +292,9 @@ class Recovering:
         kind = message["type"]
         if kind == "http.response.start":
             self._refused = self._refusal(message)
+            self._started = True
+            self._run.started()
+            self._writer_clocks.last_app = time.monotonic()
             return
         if kind == BODY and self._refused is None:
             await self.body(message)
@@ -267,6 +309,11 @@ class Recovering:
         if media != self._media:
             return f"the re-run's content type is {media.decode(errors='replace')!r}"
         return None
+
+    async def complete(self, decision: Whole) -> None:
+        """The clean end of a stream whose re-run's answer went out whole: its end marker, if owed."""
+        self.broke = self.final = None
+        await self._inner({"type": BODY, "body": decision.marker, "more_body": False})
 
     async def give_up(self, decision: GiveUp) -> Exception | None:
         """The first failure's ending, as the stream would have ended without recovery; the exception

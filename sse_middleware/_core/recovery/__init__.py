@@ -5,7 +5,7 @@ that format's events (:mod:`.chat`, :mod:`.anthropic`, :mod:`.responses`, :mod:`
 rewrites a request body to ask for a continuation; :mod:`.value` is what the app is told.
 """
 
-from .attempts import FORMATS, GiveUp, Recoverer, Retry
+from .attempts import FORMATS, GiveUp, Recoverer, Retry, Whole
 from .common import Failure
 from .prefill import Prefilled, prefill
 from .value import SCOPE_KEY, Reason, Recovery, recovery
@@ -20,6 +20,7 @@ __all__ = [
     "Recoverer",
     "Recovery",
     "Retry",
+    "Whole",
     "prefill",
     "recovery",
 ]

@@ -24,6 +24,7 @@ _UNKNOWN: Final = object()  # a held block whose fate its text has not decided y
 
 class AnthropicTranscript(Transcript):
     dialect = Anthropic
+    end_event = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
     def __init__(self) -> None:
         super().__init__()
