@@ -24,6 +24,7 @@ from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Lifecycle, Phase
 from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Recoverer, Retry, Whole
 from .._core.recovery.raised import request_fault, retry_after
+from .._core.recovery.run import RunState, Stage
 from .._settings import SCOPE_KEY as OVERRIDES
 from .._settings import StreamingSettings
 from .._types import Message, Receive, Scope
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .._telemetry.recorder import StreamTelemetry
 
 BODY: Final = "http.response.body"
+_RUNNING: Final = frozenset((Stage.STREAMING, Stage.REFUSED))  # the stages a stall ends (cancels)
 _UNRECOVERABLE: set[str] = set()  # routes already logged as not recoverable (their body is not held)
 
 
@@ -116,19 +118,16 @@ class Recovering:
         "_first_exc",
         "_inner",
         "_media",
-        "_refused",
         "_run",
-        "_running",
         "_snapshot",
-        "_started",
         "_telemetry",
         "_writer_clocks",
         "body_bytes",
-        "broke",
         "final",
         "life",
         "recoverer",
         "settings",
+        "state",
     )
 
     def __init__(
@@ -155,12 +154,9 @@ class Recovering:
         self._snapshot = {**scope, OVERRIDES: dict(overrides)} if overrides else dict(scope)
         self._inner: Callable[[Message], Awaitable[None]] = _nowhere
         self._run = plan.run
-        self.broke: Failure | None = None  # this run's, once seen
+        self.state = RunState()  # the current run's stage (the first run's response has started)
         self.final: Message | None = None  # a truncated run's final body: a give-up sends it
         self._first_exc: Exception | None = None
-        self._refused: str | None = None
-        self._running = True
-        self._started = True  # the run's response started (the first run's had, when this was made)
         self._counted = False
 
     def wrap(self, inner: Callable[[Message], Awaitable[None]]) -> Callable[[Message], Awaitable[None]]:
@@ -171,8 +167,8 @@ class Recovering:
     # -- the bodies of every run ---------------------------------------------------------------------
 
     async def body(self, message: Message) -> None:
-        if self.broke is not None or self.life.phase is not Phase.STREAMING:
-            await anyio.lowlevel.checkpoint()  # the rest of a failed run goes nowhere
+        if self.state.stage is not Stage.STREAMING or self.life.phase is not Phase.STREAMING:
+            await anyio.lowlevel.checkpoint()  # the rest of a failed or refused run goes nowhere
             return
         data = message.get("body", b"")
         more = message.get("more_body", False)
@@ -185,12 +181,13 @@ class Recovering:
         elif data:  # held (half an event) or dropped (a restart's repeat): the app is not silent
             self._writer_clocks.last_app = time.monotonic()
         if failure is not None:
-            self.broke = failure
+            self.state.fail(failure)
             return
         if not more:
             failure = self.recoverer.end()
             if failure is not None:
-                self.broke, self.final = failure, message
+                self.state.fail(failure)
+                self.final = message
                 return
             marker = self.recoverer.owed()
             self._outcome("recovered")  # before the last write, which ends the span
@@ -198,13 +195,14 @@ class Recovering:
                 await self._inner({**message, "body": marker})
             else:
                 await self._inner({**message, "body": b""} if data else message)
+            self.state.end()
 
     def stalled(self, now: float) -> bool:
         """The stall deadline passed: the app's current run is ended and recovered; True when that is
         recovery's to handle (also between runs, when no app runs to stall)."""
         self._writer_clocks.last_app = now
-        if self._running and self._started and self.broke is None:
-            self.broke = Failure("stall")
+        if self.state.stage in _RUNNING:
+            self.state.fail(Failure("stall"))
             self._run.cancel()
         return True
 
@@ -213,35 +211,40 @@ class Recovering:
     def decide(self, raised: Exception | None) -> Retry | GiveUp | Whole | None:
         """After a run: None when there is nothing to recover (it ended well, or the stream is over),
         else a re-run, giving up, or a clean end (a re-run's answer went out whole)."""
-        self._running = False
+        state = self.state
         if self.life.phase is not Phase.STREAMING:
+            state.end()
             return None
         if raised is not None and self._first_exc is None and self.recoverer.first is None:
             self._first_exc = raised
-        failure, wait = self.broke, None
+        failure, wait, refusal = state.failure, None, state.refusal
         if failure is None and raised is not None:
             status = request_fault(raised)
-            if status is not None and self._refused is None:
-                self._refused = f"the upstream answered {status}: the request is at fault, not retried"
+            if status is not None and refusal is None:
+                refusal = f"the upstream answered {status}: the request is at fault, not retried"
             wait = retry_after(raised)
             failure = Failure("exception", None, type(raised).__name__)
-        elif failure is None and self._refused is None and not self._started:
+        elif failure is None and refusal is None and state.stage is Stage.WAITING:
             failure = Failure("stall", None, "the re-run's response did not start")
-        elif failure is None and self._refused is None:
+        elif failure is None and refusal is None:
             failure = self.recoverer.end()  # the app returned without its final body
             if failure is None:
+                state.end()
                 marker = self.recoverer.owed()
                 return None if marker is None else self._whole(marker)
+        state.fail(failure, refusal)
         decision: Retry | GiveUp | Whole
-        if self._refused is not None or failure is None:
-            decision = self.recoverer.refuse(self._refused or "the re-run did not start")
+        if refusal is not None or failure is None:
+            decision = self.recoverer.refuse(refusal or "the re-run did not start")
         else:
             decision = self.recoverer.fail(failure, self.body_bytes, wait)
         telemetry = self._telemetry
         if isinstance(decision, GiveUp):
+            state.give_up()
             logger.warning("recovery gave up: %s (first failure: %s)", decision.why, decision.failure.reason)
             self._outcome("gave_up")
         elif isinstance(decision, Whole):
+            state.end()
             self._outcome("recovered")
         else:
             found = decision.recovery
@@ -263,8 +266,8 @@ class Recovering:
 
     def scope_for(self, decision: Retry) -> Scope:
         """A fresh copy of the scope for a re-run, holding its :class:`Recovery`."""
-        self.broke, self.final, self._refused, self._running = None, None, None, True
-        self._started = False  # the stall clock waits for its start, as a first run's does
+        self.final = None
+        self.state.rerun()  # the stall clock waits for its start, as a first run's does
         self._writer_clocks.last_app = time.monotonic()
         budget = self.settings.recover_start_timeout
         if budget > 0:
@@ -291,13 +294,12 @@ class Recovering:
         its bodies spliced onto the stream."""
         kind = message["type"]
         if kind == "http.response.start":
-            self._refused = self._refusal(message)
-            self._started = True
+            self.state.start(self._refusal(message))
             self._run.started()
             self._writer_clocks.last_app = time.monotonic()
             return
-        if kind == BODY and self._refused is None:
-            await self.body(message)
+        if kind == BODY:
+            await self.body(message)  # nowhere unless the run is streaming
             return
         await anyio.lowlevel.checkpoint()
 
@@ -312,7 +314,7 @@ class Recovering:
 
     async def complete(self, decision: Whole) -> None:
         """The clean end of a stream whose re-run's answer went out whole: its end marker, if owed."""
-        self.broke = self.final = None
+        self.final = None
         await self._inner({"type": BODY, "body": decision.marker, "more_body": False})
 
     async def give_up(self, decision: GiveUp) -> Exception | None:
@@ -324,7 +326,6 @@ class Recovering:
         if failure.reason == "stall":
             self._ends.end(errors.timeout(self._ends.error_id(), self.settings.stall_timeout))
             return None
-        self.broke = None
         if failure.ending is not None:
             await self._inner({"type": BODY, "body": failure.ending, "more_body": True})
         final, self.final = self.final, None
