@@ -2,39 +2,39 @@
 stream, and after a run that failed the responder asks it what to do (see :mod:`.._core.recovery`).
 
 Made only for a stream whose settings turn ``recover`` on, whose request body the middleware holds
-whole: with recovery off nothing here runs, and the per-token path is the stream's own. The stream
-stays the client's one stream across the runs: its writer, pipeline, guards, resume log and span carry
-on; only the app's run is new, with a fresh copy of the scope, the body replayed from memory, and its
-:class:`~.._core.recovery.Recovery` in the scope.
+whole (:mod:`.recovery_plan`): with recovery off nothing here runs, and the per-token path is the
+stream's own. The stream stays the client's one stream across the runs: its writer, pipeline, guards,
+resume log and span carry on; only the app's run is new, with a fresh copy of the scope, the body
+replayed from memory, and its :class:`~.._core.recovery.Recovery` in the scope.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 import anyio.lowlevel
 
-from .._core import errors, headers
+from .._core import errors
 from .._core.deadlines import Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Lifecycle, Phase
-from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Recoverer, Retry, Whole
+from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Retry, Whole
 from .._core.recovery.raised import request_fault, retry_after
 from .._core.recovery.run import RunState, Stage
 from .._settings import SCOPE_KEY as OVERRIDES
 from .._settings import StreamingSettings
 from .._types import Message, Receive, Scope
+from .recovery_plan import Plan as Plan  # re-exported: the stream and its start name it here
+from .recovery_plan import media_of
 
 if TYPE_CHECKING:
     from .._telemetry.recorder import StreamTelemetry
 
 BODY: Final = "http.response.body"
 _RUNNING: Final = frozenset((Stage.STREAMING, Stage.REFUSED))  # the stages a stall ends (cancels)
-_UNRECOVERABLE: set[str] = set()  # routes already logged as not recoverable (their body is not held)
 
 
 class Ends(Protocol):
@@ -43,70 +43,6 @@ class Ends(Protocol):
     def end(self, info: ErrorInfo | None) -> None: ...
 
     def error_id(self) -> str: ...
-
-
-class RunControl(Protocol):
-    """What recovery may do to the app's current run (the responder's cancel scope of it)."""
-
-    def cancel(self) -> None: ...
-
-    def start_within(self, seconds: float) -> None:
-        """Cancel the run unless its response starts within ``seconds``."""
-
-    def started(self) -> None:
-        """The run's response started: no deadline of :meth:`start_within` is left."""
-
-
-def recoverable_body(scope: Scope, whole: bytes | None) -> bytes | None:
-    """The body a re-run can replay: ``whole``, the body the app read (when it read all of it within
-    the peek's bound), or b"" for a request without one; None (logged once per route) when the
-    middleware does not hold it."""
-    if not headers.has_request_body(scope.get("headers", ())):
-        return b""
-    if whole is not None:
-        return whole
-    route = scope.get("path", "")
-    if route not in _UNRECOVERABLE:
-        _UNRECOVERABLE.add(route)
-        logger.warning(
-            "recover is on for %s, but its request body is not held whole (over 1 MiB, or not read "
-            "before the response started): its streams are not recovered",
-            route,
-        )
-    return None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Plan:
-    """What a stream's recovery is made from at the response's start: the sans-I/O recoverer, the body to
-    replay, the scope as the app left it, and the start's content type (a re-run must repeat it)."""
-
-    recoverer: Recoverer
-    body: bytes
-    scope: Scope
-    media: bytes
-    run: RunControl
-
-
-def plan(
-    settings: StreamingSettings,
-    scope: Scope,
-    start: Message,
-    body: bytes | None,
-    run: RunControl,
-) -> Plan | None:
-    """The recovery of a stream that turned out to be SSE, if its settings and its body allow one."""
-    if settings.recover == "off" or body is None:
-        return None
-    recoverer = Recoverer(
-        settings.recover,
-        settings.recover_attempts,
-        settings.recover_backoff,
-        body=settings.recover_body,
-        dialect=settings.dialect,
-        max_event=settings.max_event_bytes,
-    )
-    return Plan(recoverer, body, scope, _media(start.get("headers", ())), run)
 
 
 class Recovering:
@@ -305,7 +241,7 @@ class Recovering:
 
     def _refusal(self, start: Message) -> str | None:
         status = start.get("status", 200)
-        media = _media(start.get("headers", ()))
+        media = media_of(start.get("headers", ()))
         if status != 200:
             return f"the re-run answered {status}"
         if media != self._media:
@@ -331,13 +267,6 @@ class Recovering:
         final, self.final = self.final, None
         await self._inner(final if final is not None else {"type": BODY, "body": b"", "more_body": False})
         return None
-
-
-def _media(found: Any) -> bytes:
-    for name, value in found:
-        if name.lower() == b"content-type":
-            return bytes(value).split(b";")[0].strip().lower()
-    return b""
 
 
 async def _nowhere(message: Message) -> None:

@@ -35,7 +35,8 @@ from .._types import ASGIApp, Message, Receive, Scope, Send
 from .backend import cancel_scope, cancelled_class
 from .disconnect import ClientWatch
 from .guards import Guard, request_guards
-from .recovery import Recovering, plan, recoverable_body
+from .recovery import Recovering
+from .recovery_plan import plan, recoverable_body
 from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
 
