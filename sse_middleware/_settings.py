@@ -115,6 +115,10 @@ class StreamingSettings:
     client sees one stream. Off: nothing of recovery runs."""
     recover_attempts: Count = 2
     """Re-runs before giving up with the first failure's ending."""
+    recover_start_timeout: Seconds = 30.0
+    """Seconds a re-run may take to start its response (its upstream's answer to the request) before that
+    attempt counts as failed; 0 = no bound. The stall timeout counts from the re-run's start, as it
+    does from a first run's."""
     recover_backoff: Seconds = 0.25
     """Seconds before the first re-run, doubling before each next; the client gets heartbeats."""
     recover_body: Literal["same", "prefill"] = "same"
@@ -207,6 +211,7 @@ class SettingsChanges(TypedDict, total=False):
     resume_abandon_after: Seconds
     recover: Literal["off", "retry", "continue"]
     recover_attempts: Count
+    recover_start_timeout: Seconds
     recover_backoff: Seconds
     recover_body: Literal["same", "prefill"]
 

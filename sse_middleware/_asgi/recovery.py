@@ -2,35 +2,39 @@
 stream, and after a run that failed the responder asks it what to do (see :mod:`.._core.recovery`).
 
 Made only for a stream whose settings turn ``recover`` on, whose request body the middleware holds
-whole: with recovery off nothing here runs, and the per-token path is the stream's own. The stream
-stays the client's one stream across the runs: its writer, pipeline, guards, resume log and span carry
-on; only the app's run is new, with a fresh copy of the scope, the body replayed from memory, and its
-:class:`~.._core.recovery.Recovery` in the scope.
+whole (:mod:`.recovery_plan`): with recovery off nothing here runs, and the per-token path is the
+stream's own. The stream stays the client's one stream across the runs: its writer, pipeline, guards,
+resume log and span carry on; only the app's run is new, with a fresh copy of the scope, the body
+replayed from memory, and its :class:`~.._core.recovery.Recovery` in the scope.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 import anyio.lowlevel
 
-from .._core import errors, headers
+from .._core import errors
+from .._core.deadlines import Clocks
 from .._core.errors import ErrorInfo, logger
 from .._core.lifecycle import Lifecycle, Phase
-from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Recoverer, Retry
+from .._core.recovery import SCOPE_KEY, Failure, GiveUp, Retry, Whole
+from .._core.recovery.raised import request_fault, retry_after
+from .._core.recovery.run import RunState, Stage
 from .._settings import SCOPE_KEY as OVERRIDES
 from .._settings import StreamingSettings
 from .._types import Message, Receive, Scope
+from .recovery_plan import Plan as Plan  # re-exported: the stream and its start name it here
+from .recovery_plan import media_of
 
 if TYPE_CHECKING:
     from .._telemetry.recorder import StreamTelemetry
 
 BODY: Final = "http.response.body"
-_UNRECOVERABLE: set[str] = set()  # routes already logged as not recoverable (their body is not held)
+_RUNNING: Final = frozenset((Stage.STREAMING, Stage.REFUSED))  # the stages a stall ends (cancels)
 
 
 class RecoveryStream(Protocol):
@@ -39,58 +43,6 @@ class RecoveryStream(Protocol):
     def end(self, info: ErrorInfo | None) -> None: ...
 
     def error_id(self) -> str: ...
-
-
-def recoverable_body(scope: Scope, whole: bytes | None) -> bytes | None:
-    """The body a re-run can replay: ``whole``, the body the app read (when it read all of it within
-    the peek's bound), or b"" for a request without one; None (logged once per route) when the
-    middleware does not hold it."""
-    if not headers.has_request_body(scope.get("headers", ())):
-        return b""
-    if whole is not None:
-        return whole
-    route = scope.get("path", "")
-    if route not in _UNRECOVERABLE:
-        _UNRECOVERABLE.add(route)
-        logger.warning(
-            "recover is on for %s, but its request body is not held whole (over 1 MiB, or not read "
-            "before the response started): its streams are not recovered",
-            route,
-        )
-    return None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Plan:
-    """What a stream's recovery is made from at the response's start: the sans-I/O recoverer, the body to
-    replay, the scope as the app left it, and the start's content type (a re-run must repeat it)."""
-
-    recoverer: Recoverer
-    body: bytes
-    scope: Scope
-    media: bytes
-    cancel_run: Callable[[], object]
-
-
-def plan(
-    settings: StreamingSettings,
-    scope: Scope,
-    start: Message,
-    body: bytes | None,
-    cancel_run: Callable[[], object],
-) -> Plan | None:
-    """The recovery of a stream that turned out to be SSE, if its settings and its body allow one."""
-    if settings.recover == "off" or body is None:
-        return None
-    recoverer = Recoverer(
-        settings.recover,
-        settings.recover_attempts,
-        settings.recover_backoff,
-        body=settings.recover_body,
-        dialect=settings.dialect,
-        max_event=settings.max_event_bytes,
-    )
-    return Plan(recoverer, body, scope, _media(start.get("headers", ())), cancel_run)
 
 
 class Recovering:
@@ -102,18 +54,16 @@ class Recovering:
         "_first_exc",
         "_inner",
         "_media",
-        "_refused",
-        "_running",
+        "_run",
         "_snapshot",
         "_telemetry",
         "_writer_clocks",
         "body_bytes",
-        "broke",
-        "cancel_run",
         "final",
         "life",
         "recoverer",
         "settings",
+        "state",
     )
 
     def __init__(
@@ -122,7 +72,7 @@ class Recovering:
         settings: StreamingSettings,
         life: Lifecycle,
         ends: RecoveryStream,
-        clocks: Any,
+        clocks: Clocks,
         telemetry: StreamTelemetry | None,
     ) -> None:
         self.recoverer = plan.recoverer
@@ -131,7 +81,7 @@ class Recovering:
         self.settings = settings
         self.life = life
         self._ends = ends
-        self._writer_clocks = clocks  # the stall clock restarts with each run
+        self._writer_clocks = clocks  # the stall clock restarts with each run's response start
         self._telemetry = telemetry
         self._media = media
         # The scope as the app left it at its start, with a copy of its overrides: each re-run gets its
@@ -139,12 +89,10 @@ class Recovering:
         overrides = scope.get(OVERRIDES)
         self._snapshot = {**scope, OVERRIDES: dict(overrides)} if overrides else dict(scope)
         self._inner: Callable[[Message], Awaitable[None]] = _nowhere
-        self.cancel_run = plan.cancel_run
-        self.broke: Failure | None = None  # this run's, once seen
+        self._run = plan.run
+        self.state = RunState()  # the current run's stage (the first run's response has started)
         self.final: Message | None = None  # a truncated run's final body: a give-up sends it
         self._first_exc: Exception | None = None
-        self._refused: str | None = None
-        self._running = True
         self._counted = False
 
     def wrap(self, inner: Callable[[Message], Awaitable[None]]) -> Callable[[Message], Awaitable[None]]:
@@ -155,8 +103,8 @@ class Recovering:
     # -- the bodies of every run ---------------------------------------------------------------------
 
     async def body(self, message: Message) -> None:
-        if self.broke is not None or self.life.phase is not Phase.STREAMING:
-            await anyio.lowlevel.checkpoint()  # the rest of a failed run goes nowhere
+        if self.state.stage is not Stage.STREAMING or self.life.phase is not Phase.STREAMING:
+            await anyio.lowlevel.checkpoint()  # the rest of a failed or refused run goes nowhere
             return
         data = message.get("body", b"")
         more = message.get("more_body", False)
@@ -166,58 +114,84 @@ class Recovering:
             await self._inner(
                 message if joined is data and more else {"type": BODY, "body": joined, "more_body": True}
             )
+        elif data:  # held (half an event) or dropped (a restart's repeat): the app is not silent
+            self._writer_clocks.last_app = time.monotonic()
         if failure is not None:
-            self.broke = failure
+            self.state.fail(failure)
             return
         if not more:
             failure = self.recoverer.end()
             if failure is not None:
-                self.broke, self.final = failure, message
+                self.state.fail(failure)
+                self.final = message
                 return
+            marker = self.recoverer.owed()
             self._outcome("recovered")  # before the last write, which ends the span
-            await self._inner({**message, "body": b""} if data else message)
+            if marker:
+                await self._inner({**message, "body": marker})
+            else:
+                await self._inner({**message, "body": b""} if data else message)
+            self.state.end()
 
     def stalled(self, now: float) -> bool:
         """The stall deadline passed: the app's current run is ended and recovered; True when that is
         recovery's to handle (also between runs, when no app runs to stall)."""
         self._writer_clocks.last_app = now
-        if self._running and self.broke is None:
-            self.broke = Failure("stall")
-            self.cancel_run()
+        if self.state.stage in _RUNNING:
+            self.state.fail(Failure("stall"))
+            self._run.cancel()
         return True
 
     # -- between runs: what the responder asks -------------------------------------------------------
 
-    def decide(self, raised: Exception | None) -> Retry | GiveUp | None:
+    def decide(self, raised: Exception | None) -> Retry | GiveUp | Whole | None:
         """After a run: None when there is nothing to recover (it ended well, or the stream is over),
-        else a re-run or giving up."""
-        self._running = False
+        else a re-run, giving up, or a clean end (a re-run's answer went out whole)."""
+        state = self.state
         if self.life.phase is not Phase.STREAMING:
+            state.end()
             return None
-        failure = self.broke
-        if raised is not None and failure is None:
-            failure = Failure("exception", None, type(raised).__name__)
-        if failure is None and self._refused is None:
-            failure = self.recoverer.end()  # the app returned without its final body
-            if failure is None:
-                return None
         if raised is not None and self._first_exc is None and self.recoverer.first is None:
             self._first_exc = raised
-        decision: Retry | GiveUp
-        if self._refused is not None or failure is None:
-            decision = self.recoverer.refuse(self._refused or "the re-run did not start")
+        failure, wait, refusal = state.failure, None, state.refusal
+        if failure is None and raised is not None:
+            status = request_fault(raised)
+            if status is not None and refusal is None:
+                refusal = f"the upstream answered {status}: the request is at fault, not retried"
+            wait = retry_after(raised)
+            failure = Failure("exception", None, type(raised).__name__)
+        elif failure is None and refusal is None and state.stage is Stage.WAITING:
+            failure = Failure("stall", None, "the re-run's response did not start")
+        elif failure is None and refusal is None:
+            failure = self.recoverer.end()  # the app returned without its final body
+            if failure is None:
+                state.end()
+                marker = self.recoverer.owed()
+                return None if marker is None else self._whole(marker)
+        state.fail(failure, refusal)
+        decision: Retry | GiveUp | Whole
+        if refusal is not None or failure is None:
+            decision = self.recoverer.refuse(refusal or "the re-run did not start")
         else:
-            decision = self.recoverer.fail(failure, self.body_bytes)
+            decision = self.recoverer.fail(failure, self.body_bytes, wait)
         telemetry = self._telemetry
         if isinstance(decision, GiveUp):
+            state.give_up()
             logger.warning("recovery gave up: %s (first failure: %s)", decision.why, decision.failure.reason)
             self._outcome("gave_up")
-        elif telemetry is not None:
-            reason = decision.recovery.reason
-            telemetry.recovery_attempt(
-                decision.recovery.attempt, reason, len(decision.recovery.text), time.monotonic()
-            )
+        elif isinstance(decision, Whole):
+            state.end()
+            self._outcome("recovered")
+        else:
+            found = decision.recovery
+            logger.debug("recovery: re-run %d in %g s (%s)", found.attempt, decision.delay, found.reason)
+            if telemetry is not None:
+                telemetry.recovery_attempt(found.attempt, found.reason, len(found.text), time.monotonic())
         return decision
+
+    def _whole(self, marker: bytes) -> Whole:
+        self._outcome("recovered")
+        return Whole(marker)
 
     def _outcome(self, outcome: str) -> None:
         """How the stream's recovery ended, once, if it ever re-ran the app or gave up."""
@@ -228,8 +202,12 @@ class Recovering:
 
     def scope_for(self, decision: Retry) -> Scope:
         """A fresh copy of the scope for a re-run, holding its :class:`Recovery`."""
-        self.broke, self.final, self._refused, self._running = None, None, None, True
+        self.final = None
+        self.state.rerun()  # the stall clock waits for its start, as a first run's does
         self._writer_clocks.last_app = time.monotonic()
+        budget = self.settings.recover_start_timeout
+        if budget > 0:
+            self._run.start_within(budget)
         overrides = self._snapshot.get(OVERRIDES)
         scope = {**self._snapshot, SCOPE_KEY: decision.recovery}
         if overrides:
@@ -252,21 +230,28 @@ class Recovering:
         its bodies spliced onto the stream."""
         kind = message["type"]
         if kind == "http.response.start":
-            self._refused = self._refusal(message)
+            self.state.start(self._refusal(message))
+            self._run.started()
+            self._writer_clocks.last_app = time.monotonic()
             return
-        if kind == BODY and self._refused is None:
-            await self.body(message)
+        if kind == BODY:
+            await self.body(message)  # nowhere unless the run is streaming
             return
         await anyio.lowlevel.checkpoint()
 
     def _refusal(self, start: Message) -> str | None:
         status = start.get("status", 200)
-        media = _media(start.get("headers", ()))
+        media = media_of(start.get("headers", ()))
         if status != 200:
             return f"the re-run answered {status}"
         if media != self._media:
             return f"the re-run's content type is {media.decode(errors='replace')!r}"
         return None
+
+    async def complete(self, decision: Whole) -> None:
+        """The clean end of a stream whose re-run's answer went out whole: its end marker, if owed."""
+        self.final = None
+        await self._inner({"type": BODY, "body": decision.marker, "more_body": False})
 
     async def give_up(self, decision: GiveUp) -> Exception | None:
         """The first failure's ending, as the stream would have ended without recovery; the exception
@@ -277,19 +262,11 @@ class Recovering:
         if failure.reason == "stall":
             self._ends.end(errors.timeout(self._ends.error_id(), self.settings.stall_timeout))
             return None
-        self.broke = None
         if failure.ending is not None:
             await self._inner({"type": BODY, "body": failure.ending, "more_body": True})
         final, self.final = self.final, None
         await self._inner(final if final is not None else {"type": BODY, "body": b"", "more_body": False})
         return None
-
-
-def _media(found: Any) -> bytes:
-    for name, value in found:
-        if name.lower() == b"content-type":
-            return bytes(value).split(b";")[0].strip().lower()
-    return b""
 
 
 async def _nowhere(message: Message) -> None:

@@ -17,6 +17,7 @@ body (background tasks, dependency cleanup), and whenever the app hears of a dis
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Final
@@ -27,14 +28,15 @@ import anyio.lowlevel
 from .._core import headers
 from .._core.deadlines import FINALIZE_SECONDS
 from .._core.lifecycle import LIVE, Lifecycle, Phase
-from .._core.recovery import GiveUp
+from .._core.recovery import GiveUp, Whole
 from .._settings import SCOPE_KEY, StreamingSettings, effective
 from .._telemetry.request_model import BodyPeek
 from .._types import ASGIApp, Message, Receive, Scope, Send
 from .backend import cancel_scope, cancelled_class
 from .disconnect import ClientWatch
 from .guards import Guard, request_guards
-from .recovery import Recovering, plan, recoverable_body
+from .recovery import Recovering
+from .recovery_plan import plan, recoverable_body
 from .start import Shared, open_log, open_stream, start_telemetry
 from .stream import Stream
 
@@ -111,6 +113,10 @@ class Responder:
             if isinstance(decision, GiveUp):
                 with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     return await recovering.give_up(decision)
+                return None
+            if isinstance(decision, Whole):
+                with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+                    await recovering.complete(decision)
                 return None
             failure = None
             with self._run.again():  # cancelled as the first run was: the client gone, a stall, ...
@@ -223,7 +229,7 @@ class Responder:
         recovery = None
         if settings.recover != "off" and kind == headers.SSE:
             held = recoverable_body(self.scope, peek.whole() if peek is not None else None)
-            recovery = plan(settings, self.scope, message, held, self._run.cancel)
+            recovery = plan(settings, self.scope, message, held, self._run)
         # The server may refuse the start (a bad header): that is the app's exception, as without us.
         await self._send(start)
         self.settings = settings
@@ -274,6 +280,12 @@ class Run:
         """A new scope for a re-run of the app."""
         self.scope = cancel_scope()
         return self.scope
+
+    def start_within(self, seconds: float) -> None:
+        self.scope.deadline = anyio.current_time() + seconds
+
+    def started(self) -> None:
+        self.scope.deadline = math.inf
 
 
 _STREAMING: Final = Phase.STREAMING  # a module global: per message, one look-up less than the enum's

@@ -171,24 +171,27 @@ def _state_writes(source: str, *, shell: bool = False) -> list[int]:
     """Lines that assign ``<anything>.phase`` or ``.ours``, the client's state through a lifecycle
     (``life.client``, ``life.ending``, ...), or in the shell (``shell``) any of its old flags (plain,
     augmented or annotated)."""
-    lines = []
+    lines = [
+        line
+        for line, part in _assigned_attributes(source)
+        if part.attr in _LIFECYCLE_STATE
+        or (part.attr in _CLIENT_STATE and _through_life(part.value))
+        or (shell and part.attr in _SHELL_FLAGS)
+    ]
+    return sorted(set(lines))
+
+
+def _assigned_attributes(source: str) -> list[tuple[int, ast.Attribute]]:
+    """Each attribute assigned (plain, augmented or annotated), with its statement's line."""
+    found = []
     for node in ast.walk(ast.parse(source)):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             targets = [node.target]
-        for target in targets:
-            for part in ast.walk(target):
-                if not isinstance(part, ast.Attribute):
-                    continue
-                if (
-                    part.attr in _LIFECYCLE_STATE
-                    or (part.attr in _CLIENT_STATE and _through_life(part.value))
-                    or (shell and part.attr in _SHELL_FLAGS)
-                ):
-                    lines.append(node.lineno)
-    return sorted(set(lines))
+        found += [(node.lineno, p) for t in targets for p in ast.walk(t) if isinstance(p, ast.Attribute)]
+    return found
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -432,3 +435,57 @@ def test_the_circle_check_sees_a_type_checking_import_back() -> None:
     finally:
         for probe in (timers, stream, third):
             probe.unlink(missing_ok=True)
+
+
+RUN_OWNER = PACKAGE / "_core" / "recovery" / "run.py"  # the one writer of a recovered run's stage
+
+
+def _attribute_writes(source: str, names: set[str]) -> list[int]:
+    """Lines that assign ``<anything>.<name>`` for one of ``names`` (plain, augmented or annotated)."""
+    return sorted({line for line, part in _assigned_attributes(source) if part.attr in names})
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_run_state_assigns_a_runs_stage(path: Path) -> None:
+    """A recovered stream's run (waiting for its start, streaming, refused, failed, ended, given up) moves
+    only through :class:`~sse_middleware._core.recovery.run.RunState`'s transitions."""
+    writes = _attribute_writes(path.read_text(), {"stage"})
+    if path == RUN_OWNER:
+        assert writes, "the owner makes the moves"
+        return
+    assert not writes, "only _core/recovery/run.py changes a run's stage: call a transition"
+
+
+def test_the_stage_check_sees_a_write_from_outside() -> None:
+    assert _attribute_writes("self.state.stage = Stage.FAILED\n", {"stage"}) == [1]
+    assert _attribute_writes("x = 1\na, r.stage = 1, 2\n", {"stage"}) == [2]
+    assert not _attribute_writes("stage = state.stage\nif state.stage is Stage.WAITING: pass\n", {"stage"})
+
+
+def _clocks_through_any(source: str) -> list[int]:
+    """Lines where something named ``*clocks*`` (a parameter, an attribute) is annotated ``Any``."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        named: str | None = None
+        annotation: ast.expr | None = None
+        if isinstance(node, ast.arg):
+            named, annotation = node.arg, node.annotation
+        elif isinstance(node, ast.AnnAssign):
+            target = node.target
+            named = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            annotation = node.annotation
+        if named and "clocks" in named and isinstance(annotation, ast.Name) and annotation.id == "Any":
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_holds_the_writers_clocks_through_any(path: Path) -> None:
+    """What writes the stall clock (recovery, between runs) holds the writer's typed ``Clocks``."""
+    assert not _clocks_through_any(path.read_text())
+
+
+def test_the_clocks_check_sees_an_any() -> None:
+    assert _clocks_through_any("def f(self, clocks: Any) -> None: ...\n") == [1]
+    assert _clocks_through_any("class A:\n    writer_clocks: Any\n") == [2]
+    assert not _clocks_through_any("def f(self, clocks: Clocks, other: Any) -> None: ...\n")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry, prefill
+from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry, Whole, prefill
 from sse_middleware._core.sse import parse
 
 from ..support.tier import examples
@@ -46,11 +46,11 @@ def run(
     *,
     raised: bool = False,
     chunks: Chunker = whole,
-) -> tuple[bytes, Retry | GiveUp | None]:
+) -> tuple[bytes, Retry | GiveUp | Whole | None]:
     """The client's bytes. ``raised``: each run that stops short of its end marker without a failure of
     its own raised instead (a cut connection, seen by the app as an exception)."""
     out: list[bytes] = []
-    decision: Retry | GiveUp | None = None
+    decision: Retry | GiveUp | Whole | None = None
 
     def pump(events: Sequence[bytes]) -> Failure | None:
         for chunk in chunks(b"".join(events)):
@@ -70,6 +70,9 @@ def run(
         decision = recoverer.fail(failure, b"{}")
         if isinstance(decision, GiveUp):
             out.append(decision.failure.ending or b"")
+            break
+        if isinstance(decision, Whole):
+            out.append(decision.marker)
             break
         if rerun is None:  # the test gave no run for this attempt
             break
@@ -168,11 +171,15 @@ def test_chat_cut_then_spliced_is_one_whole_answer(cut: int, rerun: str) -> None
     assert got["roles"] == 1 and got["finishes"] == ["stop"] and got["done"] and not got["errors"]
 
 
-def test_chat_without_recovery_the_cut_stream_is_half_an_answer() -> None:
-    """The control for the splice: the same first run, and no re-run (what the client has today)."""
-    first = chat_events(PARTS, "chatcmpl-A")[:8]
-    got = chat_read(b"".join(first))
-    assert got["text"] != ANSWER and not got["done"]
+@pytest.mark.parametrize("cut", [0, 7])
+def test_chat_without_a_rerun_the_cut_stream_is_half_an_answer(cut: int) -> None:
+    """The control for the splice: the same first run through the same recoverer, with no re-run to
+    splice (``recover_attempts=0``): the client keeps what it had, with the failure's ending."""
+    first = [*chat_events(PARTS, "chatcmpl-A")[: 1 + cut], chat_error()]
+    body, decision = run(Recoverer("continue", 0, 0.25), first, [chat_events(PARTS, "chatcmpl-B")])
+    got = chat_read(body)
+    assert isinstance(decision, GiveUp) and "0 re-run(s)" in decision.why
+    assert got["text"] == "".join(PARTS[:cut]) and got["errors"] and not got["done"]
 
 
 def test_chat_upstream_error_chunk_is_held_and_the_rerun_continues() -> None:
@@ -233,8 +240,8 @@ def test_chat_request_fault_error_is_no_trigger() -> None:
 
 def test_chat_truncated_stream_is_a_trigger() -> None:
     first = chat_events(PARTS, "chatcmpl-A")[:-1]  # everything but [DONE]: the finish reason went out
-    _, decision = run(continue_(), first, [])
-    assert isinstance(decision, GiveUp) and "whole" in decision.why  # nothing to continue: as today
+    body, decision = run(continue_(), first, [])
+    assert decision is None and body == b"".join(first)  # the answer is whole: as without recovery
     first = chat_events(PARTS, "chatcmpl-A")[:5]
     body, decision = run(continue_(), first, [chat_events(PARTS, "chatcmpl-B")])
     assert isinstance(decision, Retry) and decision.recovery.reason == "truncated"
@@ -363,6 +370,10 @@ def test_the_client_has_the_first_attempts_prefix_plus_the_continuation_once(
     if got["text"] != had or not allowed - {had}:
         assert isinstance(decision, Retry)
         assert len(set(got["ids"])) == 1 and not got["errors"]
+        spliced = decision.recovery.reason != "diverged"  # else a next attempt is due: no end yet
+        if fmt == "anthropic" and spliced:  # one text block, the client's index, started once, stopped
+            assert got["indices"] == [0] and not got["open"], (words, cut)
+            assert got["ended"] and got["stop"] == "end_turn"
 
 
 def _outcomes(had: str, rest: str, restart: bool) -> set[str]:

@@ -2,10 +2,11 @@
 
 :mod:`.attempts` holds the one object the shell drives (:class:`Recoverer`); one module per format reads
 that format's events (:mod:`.chat`, :mod:`.anthropic`, :mod:`.responses`, :mod:`.ui`); :mod:`.prefill`
-rewrites a request body to ask for a continuation; :mod:`.value` is what the app is told.
+rewrites a request body to ask for a continuation; :mod:`.value` is what the app is told; :mod:`.run` is
+the state of one run of the app (one writer); :mod:`.raised` reads an exception's status and Retry-After.
 """
 
-from .attempts import FORMATS, GiveUp, Recoverer, Retry
+from .attempts import FORMATS, GiveUp, Recoverer, Retry, Whole
 from .common import Failure
 from .prefill import Prefilled, prefill
 from .value import SCOPE_KEY, Reason, Recovery, recovery
@@ -20,6 +21,7 @@ __all__ = [
     "Recoverer",
     "Recovery",
     "Retry",
+    "Whole",
     "prefill",
     "recovery",
 ]

@@ -4,8 +4,8 @@ The client knows the answer by the ``message_start`` it got (the message id, the
 blocks' indices. A re-run's ``message_start`` is dropped. Its text and thinking blocks are held at their
 ``content_block_start`` until their text decides their fate: a block wholly inside what the client has
 is dropped, start to stop; the block in which the re-run catches up with the client's text (or, for a
-continuation, its first block of that kind) becomes the client's open block, under its index; any later
-block is new, numbered on from the client's last index.
+continuation, its first block of that kind, even an empty one) becomes the client's open block, under
+its index; any later block is new, numbered on from the client's last index.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _UNKNOWN: Final = object()  # a held block whose fate its text has not decided y
 
 class AnthropicTranscript(Transcript):
     dialect = Anthropic
+    end_event = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
     def __init__(self) -> None:
         super().__init__()
@@ -81,6 +82,7 @@ class AnthropicSplicer(Splicer):
         self._next = had.last + 1
         self._blocks: dict[int, Any] = {}  # re-run index -> client index, None (dropped) or _UNKNOWN
         self._held: dict[int, dict[str, Any]] = {}  # re-run index -> its held content_block_start
+        self._texted: set[int] = set()  # held blocks that had a character (wholly the client's, so far)
 
     def feed(self, event: Read) -> list[bytes] | Failure:
         obj, name = event.obj, event.name
@@ -105,8 +107,10 @@ class AnthropicSplicer(Splicer):
         if name == "content_block_delta":
             return self._delta(index, obj, name)
         if name == "content_block_stop":
+            out = self._empty(index) if target is _UNKNOWN else []
             self._held.pop(index, None)
-            return [] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
+            target = self._blocks.get(index)
+            return out if target in (None, _UNKNOWN) else [*out, write({**obj, "index": target}, name)]
         return [event.raw] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
 
     def _delta(self, index: int, obj: dict[str, Any], name: str) -> list[bytes] | Failure:
@@ -117,6 +121,7 @@ class AnthropicSplicer(Splicer):
             target = self._blocks.get(index)
             return [] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
         kind = found[1]
+        self._texted.add(index)
         matcher = self.matchers[kind]
         was_matching = matcher.matching
         new = self.text(kind, text)
@@ -132,6 +137,15 @@ class AnthropicSplicer(Splicer):
         if new and target not in (None, _UNKNOWN):
             out.append(write({**obj, "index": target, "delta": {**delta, found[0]: new}}, name))
         return out
+
+    def _empty(self, index: int) -> list[bytes]:
+        """A held block that stops without a character: when the client's open block is of its kind, it
+        is that block's continuation with nothing more to say (its stop closes the client's block);
+        otherwise it is dropped."""
+        kind = _BLOCKS[str((self._held[index].get("content_block") or {}).get("type"))]
+        if self._open is None or self._open[1] != kind or index in self._texted:
+            return []
+        return self._place(index, kind)
 
     def _place(self, index: int, kind: str) -> list[bytes]:
         """Decide a held block: the client's open block of its kind, or a new one (its start sent)."""

@@ -20,6 +20,7 @@ from .base import Mode, Splicer, Transcript
 from .chat import ChatTranscript
 from .common import Failure, Matcher, Usage, read, split
 from .prefill import prefill
+from .raised import RETRY_AFTER_MAX
 from .responses import ResponsesTranscript
 from .ui import UITranscript
 from .value import Recovery
@@ -39,6 +40,15 @@ class Retry:
     delay: float
     recovery: Recovery
     body: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Whole:
+    """A re-run sent the answer's finish reason, then its run stopped short of the format's end marker
+    (its body ended, it raised, it stalled): the answer is whole, so the stream ends cleanly with
+    ``marker``, that end marker, as its last event."""
+
+    marker: bytes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,34 +160,62 @@ class Recoverer:
                 return short
         return self.transcript.end()
 
-    def fail(self, failure: Failure, body: bytes = b"") -> Retry | GiveUp:
+    def owed(self) -> bytes | None:
+        """On a re-run whose answer went out whole (its finish reason) but not its end: the end marker
+        its run left out (b"" where the format's finish is its end), which the client gets so that a
+        spliced stream ends as a whole one does. None otherwise, and always on a first run, whose
+        stream is the app's own."""
+        transcript = self.transcript
+        if self.splicer is None or transcript is None or not transcript.finished or transcript.ended:
+            return None
+        transcript.ended = True
+        return transcript.end_event
+
+    def fail(self, failure: Failure, body: bytes = b"", wait: float | None = None) -> Retry | GiveUp | Whole:
         """This run failed: re-run (with ``body``, the request's, or its prefill), or give up with the
-        first failure's ending."""
+        first failure's ending; or, when a re-run's answer went out whole before its run failed, end
+        cleanly. ``wait``: the seconds the failure asked to wait (its ``Retry-After``), if it did."""
         first = self.first = self.first or failure
         transcript = self.transcript
+        if transcript is None and self._detecting and self._why_not is None:
+            return self._retry(failure, body, wait, None)  # nothing of the answer went out: run it again
         if transcript is None or self._why_not is not None:
             return GiveUp(first, f"not recoverable: {self._why_not or 'no format recovery reads'}")
+        marker = self.owed()
+        if marker is not None:
+            return Whole(marker)
         why = transcript.blocked(self._mode)
         if why is None and self._alien is not None:
             why = f"a re-run streamed another format ({self._alien}), which cannot continue this one"
         if why is not None:
             return GiveUp(first, why)
+        return self._retry(failure, body, wait, transcript)
+
+    def _retry(
+        self, failure: Failure, body: bytes, wait: float | None, transcript: Transcript | None
+    ) -> Retry | GiveUp:
+        first = self.first or failure
         if self.attempt >= self._attempts:
             return GiveUp(first, f"{self.attempt} re-run(s) failed, the last: {failure.reason}")
+        if wait is not None and wait > RETRY_AFTER_MAX:
+            return GiveUp(first, f"the upstream asked to wait {wait:g} s (more than {RETRY_AFTER_MAX:g} s)")
+        self.attempt += 1
+        delay = max(self._backoff * 2 ** (self.attempt - 1), wait or 0.0)
+        self._framer = Framer()
+        if transcript is None:  # the format is learned from the re-run, as from a first run
+            return Retry(delay, Recovery(self.attempt, failure.reason, "", "", ""), body)
         transcript.failed.append(self.splicer.usage if self.splicer is not None else transcript.usage)
         transcript.usage = Usage()  # what it sees from now on is spliced: each splicer counts its own
-        self.attempt += 1
         text = transcript.text("text")
         asked = prefill(body, transcript.name, text) if self._prefill else None
         self.splicer = transcript.splicer(asked is None, self.attempt)
         if asked is not None and asked.left_out:
             self.splicer.matchers["text"] = Matcher(asked.left_out, True, lenient=True)
-        self._framer = Framer()
         self._checking = True
-        delay = self._backoff * 2 ** (self.attempt - 1)
         value = Recovery(self.attempt, failure.reason, text, transcript.text("reasoning"), transcript.name)
         return Retry(delay, value, body if asked is None else asked.body)
 
     def refuse(self, why: str) -> GiveUp:
         """A re-run that did not start as a stream of the same kind: give up at once."""
-        return GiveUp(self.first or Failure("exception"), why)
+        first = self.first = self.first or Failure("exception")
+        return GiveUp(first, why)

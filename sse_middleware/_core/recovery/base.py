@@ -37,6 +37,9 @@ class Transcript:
 
     dialect: ClassVar[type[Dialect]]
     """The format's class: its name, and its end marker (a body ending without one is truncated)."""
+    end_event: ClassVar[bytes] = b""
+    """The end marker as an event, for a re-run whose answer went out whole without it; b"" where the
+    format's finish is its end marker."""
 
     def __init__(self) -> None:
         self._had: dict[str, list[str]] = {kind: [] for kind in TEXT_KINDS}
@@ -69,8 +72,11 @@ class Transcript:
         self.finished = self.ended = True
 
     def end(self) -> Failure | None:
-        """The body ended: truncated unless the end marker went out."""
-        return None if self.ended else Failure("truncated", None, f"no {self.dialect.end_marker}")
+        """The body ended: truncated unless the end marker went out, or the finish reason did (the answer
+        is whole, and a stream without its marker ends as it does without recovery)."""
+        if self.ended or self.finished:
+            return None
+        return Failure("truncated", None, f"no {self.dialect.end_marker}")
 
     def add(self, kind: str, text: str) -> None:
         if text:

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from ..dialects import OpenAIChat
 from .base import REQUEST_FAULTS, Splicer, Transcript
-from .common import Failure, Read, write
+from .common import DONE, Failure, Read, write
 
 _KINDS: Final = {"content": "text", "reasoning_content": "reasoning", "reasoning": "reasoning"}
 
@@ -22,6 +22,7 @@ def _is_done(event: Read) -> bool:
 
 class ChatTranscript(Transcript):
     dialect = OpenAIChat
+    end_event = DONE
 
     def __init__(self) -> None:
         super().__init__()

@@ -16,7 +16,7 @@ from .common import Failure, Read, write
 
 _STARTS: Final = {"text-start": "text", "reasoning-start": "reasoning"}
 _DELTAS: Final = {"text-delta": "text", "reasoning-delta": "reasoning"}
-_ENDS: Final = frozenset(("text-end", "reasoning-end"))
+_ENDS: Final = {"text-end": "text", "reasoning-end": "reasoning"}
 _UNKNOWN: Final = object()
 
 
@@ -72,6 +72,7 @@ class UISplicer(Splicer):
         self._suffix = f"-r{attempt}"
         self._parts: dict[str, Any] = {}  # re-run id -> client id, or _UNKNOWN while held
         self._held: dict[str, dict[str, Any]] = {}
+        self._texted: set[str] = set()  # held parts that had a character (wholly the client's, so far)
 
     def feed(self, event: Read) -> list[bytes] | Failure:
         kind, obj = _type(event), event.obj
@@ -91,12 +92,16 @@ class UISplicer(Splicer):
         if kind in _DELTAS and isinstance(ident, str) and isinstance(obj.get("delta"), str):
             return self._delta(ident, _DELTAS[kind], obj)
         if kind in _ENDS and isinstance(ident, str):
+            empty = ident in self._held and ident not in self._texted
+            if empty and self._claimable(_ENDS[kind]) is not None:
+                self._place(ident, _ENDS[kind])  # nothing more to say: the end of the client's open part
             self._held.pop(ident, None)
             target = self._parts.get(ident, ident)
             return [] if target is _UNKNOWN else [write({**obj, "id": target})]
         return [event.raw]
 
     def _delta(self, ident: str, kind: str, obj: dict[str, Any]) -> list[bytes] | Failure:
+        self._texted.add(ident)
         matcher = self.matchers[kind]
         was_matching = matcher.matching
         new = self.text(kind, obj["delta"])
