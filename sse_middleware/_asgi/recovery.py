@@ -89,6 +89,8 @@ def plan(
         body=settings.recover_body,
         dialect=settings.dialect,
         max_event=settings.max_event_bytes,
+        prompt=settings.recover_prompt,
+        models=settings.recover_models,
     )
     return Plan(recoverer, body, scope, _media(start.get("headers", ())), cancel_run)
 

@@ -105,8 +105,12 @@ class AnthropicSplicer(Splicer):
         if name == "content_block_delta":
             return self._delta(index, obj, name)
         if name == "content_block_stop":
+            out = self._flush(index) if target is _UNKNOWN else []
+            if isinstance(out, Failure):
+                return out
             self._held.pop(index, None)
-            return [] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
+            target = self._blocks.get(index)
+            return out + ([] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)])
         return [event.raw] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
 
     def _delta(self, index: int, obj: dict[str, Any], name: str) -> list[bytes] | Failure:
@@ -132,6 +136,20 @@ class AnthropicSplicer(Splicer):
         if new and target not in (None, _UNKNOWN):
             out.append(write({**obj, "index": target, "delta": {**delta, found[0]: new}}, name))
         return out
+
+    def _flush(self, index: int) -> list[bytes] | Failure:
+        """A held text block stops: what its matcher held until the text's end (an anchored re-run's)."""
+        start = self._held.get(index) or {}
+        if (start.get("content_block") or {}).get("type") != "text":
+            return []
+        held = self.matchers["text"].finish()
+        if held is None:
+            return Failure("diverged", None, "the re-run's continuation could not be placed")
+        if not held:
+            return []
+        out = self._place(index, "text")
+        delta = {"type": "content_block_delta", "index": self._blocks[index]}
+        return [*out, write({**delta, "delta": {"type": "text_delta", "text": held}}, "content_block_delta")]
 
     def _place(self, index: int, kind: str) -> list[bytes]:
         """Decide a held block: the client's open block of its kind, or a new one (its start sent)."""

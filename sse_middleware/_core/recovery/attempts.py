@@ -11,15 +11,17 @@ rejects prefill, say) never hides what went wrong.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Final
 
 from ..dialects import detect
 from ..sse import Framer
+from .anchor import PROMPT
 from .anthropic import AnthropicTranscript
 from .base import Mode, Splicer, Transcript
 from .chat import ChatTranscript
-from .common import Failure, Matcher, Usage, read, split
-from .prefill import prefill
+from .common import Failure, Usage, read, split
+from .prefill import Asking
 from .responses import ResponsesTranscript
 from .ui import UITranscript
 from .value import Recovery
@@ -65,8 +67,12 @@ class Recoverer:
         body: str = "same",
         dialect: str = "auto",
         max_event: int = 1 << 20,
+        prompt: str = PROMPT,
+        models: Mapping[str, str] | None = None,
     ) -> None:
-        self._mode, self._attempts, self._backoff, self._prefill = mode, attempts, backoff, body == "prefill"
+        self._mode, self._attempts, self._backoff = mode, attempts, backoff
+        self._asking = Asking(body, prompt, models) if body != "same" else None
+        self._body = b""  # the request's body, for a re-run after a refused one
         self._max_event = max_event
         self._detecting = dialect == "auto"
         self.transcript: Transcript | None = FORMATS[dialect]() if dialect in FORMATS else None
@@ -154,6 +160,9 @@ class Recoverer:
         """This run failed: re-run (with ``body``, the request's, or its prefill), or give up with the
         first failure's ending."""
         first = self.first = self.first or failure
+        self._body = body
+        if self.splicer is not None and self._checking and self._asking is not None:
+            self._asking.refused()  # the re-run failed before its first event
         transcript = self.transcript
         if transcript is None or self._why_not is not None:
             return GiveUp(first, f"not recoverable: {self._why_not or 'no format recovery reads'}")
@@ -168,16 +177,19 @@ class Recoverer:
         transcript.usage = Usage()  # what it sees from now on is spliced: each splicer counts its own
         self.attempt += 1
         text = transcript.text("text")
-        asked = prefill(body, transcript.name, text) if self._prefill else None
+        asked = self._asking.ask(body, transcript.name, text) if self._asking is not None else None
         self.splicer = transcript.splicer(asked is None, self.attempt)
-        if asked is not None and asked.left_out:
-            self.splicer.matchers["text"] = Matcher(asked.left_out, True, lenient=True)
+        if asked is not None and asked.text is not None:
+            self.splicer.matchers["text"] = asked.text
         self._framer = Framer()
         self._checking = True
         delay = self._backoff * 2 ** (self.attempt - 1)
         value = Recovery(self.attempt, failure.reason, text, transcript.text("reasoning"), transcript.name)
         return Retry(delay, value, body if asked is None else asked.body)
 
-    def refuse(self, why: str) -> GiveUp:
-        """A re-run that did not start as a stream of the same kind: give up at once."""
+    def refuse(self, why: str) -> Retry | GiveUp:
+        """A re-run that did not start as a stream of the same kind: give up at once, unless it was a
+        prefill (an upstream that refuses one answers 400): then the anchor, if attempts are left."""
+        if self.first is not None and self._asking is not None and self._asking.refused():
+            return self.fail(self.first, self._body)
         return GiveUp(self.first or Failure("exception"), why)
