@@ -10,8 +10,9 @@ plays them, and the relay docs/recovery.md shows, verbatim.
   ``metadata`` (a field the official SDK takes, so the relay passes the body on unchanged) says
   ``key``, ``cut`` (the first request's connection closes after that many tokens), ``behaviour``,
   ``sample`` (a key of :data:`SAMPLES`; the upstream's default answer otherwise) and ``prefill``:
-  ``ignore`` (a request ending with an assistant turn is answered from scratch: no prefill) or
-  ``refuse`` (400, as Claude Sonnet 4.6 answers a prefill). ``GET /requests/{key}``: the bodies it got;
+  ``ignore`` (a request ending with an assistant turn is answered from scratch: no prefill),
+  ``refuse`` (400, as Claude Sonnet 4.6 answers a prefill) or ``honour`` (continued, when the body says
+  ``continue_final_message`` at its top level, as vLLM reads it). ``GET /requests/{key}``: the bodies it got;
 * ``relay`` (``tests.support.upstream_anchor:relay``): the docs' relay, its upstream at
   ``UPSTREAM_URL``, the middleware's settings from ``SSE_MIDDLEWARE_*``.
 """
@@ -22,6 +23,12 @@ import json
 import os
 from collections.abc import AsyncIterator
 from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from openai import AsyncOpenAI
+
+from sse_middleware import StreamingMiddleware
 
 from .upstream import ANSWER, chat_events, tokens
 
@@ -110,6 +117,11 @@ def _respaced(text: str) -> str:
     return "".join(out)
 
 
+def pieces(text: str) -> list[str]:
+    """The upstream's tokens: words, and text without spaces (CJK) in pieces of up to 8 characters."""
+    return [word[i : i + 8] for word in tokens(text) for i in range(0, len(word), 8)]
+
+
 def anchor_in(had: str, prompt: str) -> str:
     """The longest end of the client's text (without its trailing whitespace) that the prompt quotes:
     the anchor, as a model reads it from whatever prompt asked for it."""
@@ -127,30 +139,30 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"].startswith("/requests/"):
         await _respond(send, 200, json.dumps(SEEN.get(scope["path"].rsplit("/", 1)[1], [])).encode())
         return
-    from starlette.requests import Request
-
     request = json.loads(await Request(scope, receive).body())
     meta = request.get("metadata") or {}
     SEEN.setdefault(meta.get("key", ""), []).append(request)
     answer = SAMPLES.get(meta.get("sample", ""), ANSWER)
     messages = request["messages"]
     cut = None
-    if messages[-1]["role"] == "assistant":  # a prefill: not read here
+    if messages[-1]["role"] == "assistant":  # a prefill
         if meta.get("prefill") == "refuse":
             error = {"type": "invalid_request_error", "message": "This model does not support assistant "
                      "message prefill. The conversation must end with a user message."}  # fmt: skip
             await _respond(send, 400, json.dumps({"error": error}).encode())
             return
-        text = answer
+        prefix = messages[-1]["content"]
+        honoured = meta.get("prefill") == "honour" and request.get("continue_final_message")
+        text = answer[len(prefix) :] if honoured and answer.startswith(prefix) else answer
     elif len(messages) > 1 and messages[-2]["role"] == "assistant":
         had = messages[-2]["content"]
         text = reply(meta.get("behaviour", "exact"), answer, had, anchor_in(had, messages[-1]["content"]))
-    else:
-        text, cut = answer, int(meta.get("cut", "-1"))
+    else:  # the first request of a key is cut, if it says so
+        text, cut = answer, int(meta.get("cut", "-1")) if len(SEEN[meta.get("key", "")]) == 1 else None
     await send(
         {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
     )
-    events = chat_events(tokens(text), f"chatcmpl-{len(SEEN[meta.get('key', '')])}")
+    events = chat_events(pieces(text), f"chatcmpl-{len(SEEN[meta.get('key', '')])}")
     for i, event in enumerate(events):
         if cut is not None and i == 1 + cut:
             raise ConnectionResetError("the fake upstream cuts the connection")
@@ -167,12 +179,6 @@ async def _respond(send: Any, status: int, body: bytes) -> None:
 
 # -- the relay docs/recovery.md shows (only its client is built from the environment) -------------------
 def _relay() -> Any:
-    from fastapi import FastAPI, Request
-    from fastapi.responses import StreamingResponse
-    from openai import AsyncOpenAI
-
-    from sse_middleware import StreamingMiddleware
-
     client = AsyncOpenAI(base_url=os.environ.get("UPSTREAM_URL", "") + "/v1", api_key="test", max_retries=0)
     app = FastAPI()
 
