@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -177,7 +176,7 @@ async def _respond(send: Any, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-# -- the relay docs/recovery.md shows (only its client is built from the environment) -------------------
+# -- the relay docs/recovery.md shows (its client and the middleware's settings from the environment) -----
 def _relay() -> Any:
     client = AsyncOpenAI(base_url=os.environ.get("UPSTREAM_URL", "") + "/v1", api_key="test", max_retries=0)
     app = FastAPI()
@@ -187,7 +186,7 @@ def _relay() -> Any:
         body = await request.json()
         stream = await client.chat.completions.create(**body)
 
-        async def relay() -> AsyncIterator[str]:
+        async def relay():
             async for chunk in stream:
                 yield f"data: {chunk.model_dump_json(exclude_unset=True)}\n\n"
             yield "data: [DONE]\n\n"

@@ -155,3 +155,23 @@ def test_anchor_of_starts_at_a_word_or_a_grapheme_cluster() -> None:
 )
 def test_resembles(head: str, expected: bool) -> None:
     assert resembles("the quick brown fox jumps over", head) is expected
+
+
+@pytest.mark.slow
+def test_every_cut_point_one_character_at_a_time() -> None:
+    """The figures docs/recovery.md states for every cut point: each code point from FIRST_CUT to the
+    end of each text, the reply fed one character at a time."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for text in SAMPLES.values():
+        for cut in range(FIRST_CUT, len(text) + 1):
+            had = text[:cut]
+            for behaviour in BEHAVIOURS:
+                chunks = list(reply(behaviour, text, had, anchor_of(had))) or [""]
+                counts[behaviour, outcome(behaviour, text, cut, chunks)] += 1
+    assert counts == {
+        ("exact", "exact"): 1150,
+        ("whitespace", "exact"): 1150,
+        ("skip", "exact"): 1150,
+        ("restart", "exact"): 1150,
+        ("paraphrase", "failed, nothing shown"): 1150,
+    }

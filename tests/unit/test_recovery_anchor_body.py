@@ -266,3 +266,22 @@ def test_a_prefill_rerun_that_raised_before_its_first_event_falls_back_to_the_an
     assert pump(control, chat_events(tokens("more words"), "r")[:2], []) is not None
     again = control.fail(Failure("exception"), body())
     assert isinstance(again, Retry) and json.loads(again.body)["messages"][-1]["role"] == "assistant"
+
+
+def test_the_docs_relay_is_the_one_the_e2e_test_runs() -> None:
+    """docs/recovery.md's OpenAI relay, from its route to its response, is in the e2e test's relay
+    line for line (indented one level: there it is built in a function)."""
+    import inspect
+    import re
+    import textwrap
+    from pathlib import Path
+
+    from ..support import upstream_anchor
+
+    page = (Path(__file__).parents[2] / "docs" / "recovery.md").read_text(encoding="utf-8")
+    block = re.search(r"The OpenAI relay these run through.*?```python\n(.*?)```", page, re.S)
+    assert block is not None
+    docs = block.group(1)
+    route = docs[docs.index("@app.post") : docs.index("app.add_middleware")].strip()
+    ours = textwrap.dedent(inspect.getsource(upstream_anchor._relay))
+    assert textwrap.indent(route, "    ") in ours
