@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sse_middleware import StreamingSettings
+from sse_middleware import StreamingSettings, override
 from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry, prefill
 from sse_middleware._core.recovery.anchor import PROMPT, anchor_of
 from sse_middleware._core.recovery.prefill import Asking, anchored, mode_for
@@ -145,6 +145,10 @@ def test_settings_check_the_prompt_and_the_model_table() -> None:
     env = {"SSE_MIDDLEWARE_RECOVER_BODY": "auto", "SSE_MIDDLEWARE_RECOVER_MODELS": '{"my-*": "prefill"}'}
     settings = StreamingSettings.from_env(env)
     assert settings.recover_body == "auto" and settings.recover_models == {"my-*": "prefill"}
+    scope: dict[str, Any] = {}
+    override(scope, recover_body="anchor", recover_prompt="Go on from: {anchor}")
+    with pytest.raises(ConfigError, match="anchor"):
+        override(scope, recover_prompt="Go on.")
 
 
 # -- through the Recoverer -------------------------------------------------------------------------------

@@ -98,16 +98,13 @@ class Seam(Matcher):
     __slots__ = ("_anchor", "_bound", "_head", "_pattern", "_restart", "_tail")
 
     def __init__(self, had: str, anchor: str) -> None:
-        super().__init__(had, False)
-        core = had.rstrip()
-        self._had = had
-        self._tail = had[len(core) :]  # the client's trailing whitespace, not part of the anchor
+        super().__init__(had, False)  # ``_pos``: how much of ``_had`` the reply repeated from its start
+        self._tail = had[len(had.rstrip()) :]  # the client's trailing whitespace, not part of the anchor
         self._anchor = anchor
         self._pattern = re.compile(r"\s+".join(map(re.escape, anchor.split())))
         self._bound = LEAD + 2 * len(anchor) + len(self._tail) + 16
         self._head = ""  # the reply so far, while nothing is decided (at most about _bound)
-        self._pos = 0  # how much of ``had`` the reply repeated from its start
-        self._restart = bool(had)
+        self._restart = bool(had)  # the reply may still be a restart: all of it so far is ``had``'s start
         self.matching = bool(anchor)
 
     @property
