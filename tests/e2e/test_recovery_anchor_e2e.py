@@ -6,10 +6,12 @@ that cuts its first answer and then plays a model asked to repeat its last words
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -131,3 +133,23 @@ def test_prefill_through_the_docs_relay_with_the_official_sdk(prefilling: Server
     assert second["continue_final_message"] is True and second["add_generation_prompt"] is False
     assert "extra_body" not in second
     assert second["messages"][-1] == {"role": "assistant", "content": had("prose", 9), "prefix": True}
+
+
+def test_anthropic_claude_sonnet_4_6_continues_without_prefill(auto: Server, upstream: Server) -> None:
+    """The official anthropic SDK on both sides: ``auto`` asks Claude Sonnet 4.6 with the anchor (no
+    prefill, which it would refuse), and the client's stream helper reads one whole message."""
+    key = uuid.uuid4().hex
+    meta = {"key": key, "cut": "9", "behaviour": "whitespace", "sample": "prose", "prefill": "refuse"}
+    client = anthropic.Anthropic(base_url=auto.url, api_key="test", max_retries=0)
+    with client.messages.stream(
+        model="claude-sonnet-4-6",
+        max_tokens=500,
+        messages=MESSAGES,  # type: ignore[arg-type]
+        metadata={"user_id": json.dumps(meta)},
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == SAMPLES["prose"] and final.id == "msg-1" and final.stop_reason == "end_turn"
+    _, second = seen(upstream, key)
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert second["messages"][1]["content"] == had("prose", 9)

@@ -6,15 +6,16 @@ plays them, and the relay docs/recovery.md shows, verbatim.
   asked to repeat: ``exact`` (the anchor, then the rest), ``whitespace`` (the anchor with its whitespace
   changed), ``skip`` (the rest at once), ``restart`` (the whole answer again), ``paraphrase`` (the
   anchor's words reordered and recased, then the rest);
-* ``upstream`` (``tests.support.upstream_anchor:upstream``): ``POST /v1/chat/completions``. The request's
-  ``metadata`` (a field the official SDK takes, so the relay passes the body on unchanged) says
+* ``upstream`` (``tests.support.upstream_anchor:upstream``): ``POST /v1/chat/completions`` and
+  ``POST /v1/messages``. The request's ``metadata`` (a field the official SDKs take, so the relay passes
+  the body on unchanged; for Anthropic, JSON in its ``user_id``) says
   ``key``, ``cut`` (the first request's connection closes after that many tokens), ``behaviour``,
   ``sample`` (a key of :data:`SAMPLES`; the upstream's default answer otherwise) and ``prefill``:
   ``ignore`` (a request ending with an assistant turn is answered from scratch: no prefill),
   ``refuse`` (400, as Claude Sonnet 4.6 answers a prefill) or ``honour`` (continued, when the body says
   ``continue_final_message`` at its top level, as vLLM reads it). ``GET /requests/{key}``: the bodies it got;
-* ``relay`` (``tests.support.upstream_anchor:relay``): the docs' relay, its upstream at
-  ``UPSTREAM_URL``, the middleware's settings from ``SSE_MIDDLEWARE_*``.
+* ``relay`` (``tests.support.upstream_anchor:relay``): the docs' relay (and the same for Anthropic
+  Messages), its upstream at ``UPSTREAM_URL``, the middleware's settings from ``SSE_MIDDLEWARE_*``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import json
 import os
 from typing import Any
 
+from anthropic import AsyncAnthropic
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from openai import AsyncOpenAI
 
 from sse_middleware import StreamingMiddleware
 
-from .upstream import ANSWER, chat_events, tokens
+from .upstream import ANSWER, anthropic_events, chat_events, tokens
 
 SAMPLES = {
     "prose": ANSWER
@@ -140,6 +142,8 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     request = json.loads(await Request(scope, receive).body())
     meta = request.get("metadata") or {}
+    if "user_id" in meta:  # Anthropic's metadata takes one string
+        meta = json.loads(meta["user_id"])
     SEEN.setdefault(meta.get("key", ""), []).append(request)
     answer = SAMPLES.get(meta.get("sample", ""), ANSWER)
     messages = request["messages"]
@@ -161,9 +165,13 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send(
         {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
     )
-    events = chat_events(pieces(text), f"chatcmpl-{len(SEEN[meta.get('key', '')])}")
+    attempt = len(SEEN[meta.get("key", "")])
+    if scope["path"].endswith("/messages"):
+        events, first = anthropic_events(pieces(text), f"msg-{attempt}"), 3  # after its start and a ping
+    else:
+        events, first = chat_events(pieces(text), f"chatcmpl-{attempt}"), 1  # after the role chunk
     for i, event in enumerate(events):
-        if cut is not None and i == 1 + cut:
+        if cut is not None and i == first + cut:
             raise ConnectionResetError("the fake upstream cuts the connection")
         await send({"type": "http.response.body", "body": event, "more_body": True})
     await send({"type": "http.response.body", "body": b""})
@@ -179,6 +187,7 @@ async def _respond(send: Any, status: int, body: bytes) -> None:
 # -- the relay docs/recovery.md shows (its client and the middleware's settings from the environment) -----
 def _relay() -> Any:
     client = AsyncOpenAI(base_url=os.environ.get("UPSTREAM_URL", "") + "/v1", api_key="test", max_retries=0)
+    claude = AsyncAnthropic(base_url=os.environ.get("UPSTREAM_URL", ""), api_key="test", max_retries=0)
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
@@ -190,6 +199,17 @@ def _relay() -> Any:
             async for chunk in stream:
                 yield f"data: {chunk.model_dump_json(exclude_unset=True)}\n\n"
             yield "data: [DONE]\n\n"
+
+        return StreamingResponse(relay(), media_type="text/event-stream")
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> StreamingResponse:
+        body = await request.json()
+        stream = await claude.messages.create(**body)
+
+        async def relay():
+            async for event in stream:
+                yield f"event: {event.type}\ndata: {event.model_dump_json(exclude_unset=True)}\n\n"
 
         return StreamingResponse(relay(), media_type="text/event-stream")
 

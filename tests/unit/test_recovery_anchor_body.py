@@ -249,7 +249,8 @@ def test_a_refused_prefill_rerun_falls_back_to_the_anchor() -> None:
     again = recoverer.refuse("the re-run answered 400")
     assert isinstance(again, Retry) and again.recovery.attempt == 2
     assert json.loads(again.body)["messages"][-1]["role"] == "user"
-    assert isinstance(recoverer.refuse("the re-run answered 400"), GiveUp)  # anchored, refused: give up
+    gave_up = recoverer.refuse("the re-run answered 400")  # anchored, refused: give up
+    assert isinstance(gave_up, GiveUp) and gave_up.failure.reason == "truncated"  # the first failure's
     control = Recoverer("continue", 2, 0.25)  # control: a refused re-run of the same body gives up
     pump(control, chat_events(PARTS)[:6], [])
     control.fail(Failure("exception"), body())
