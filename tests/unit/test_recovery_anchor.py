@@ -98,6 +98,15 @@ def test_a_short_preamble_before_the_anchor_is_dropped_with_it() -> None:
     assert splice(HAD, ["Sure, continuing: ", anchor, " ", REST]) == (REST, True)
 
 
+def test_a_longer_repeat_than_asked_for_is_dropped_whole() -> None:
+    """The model repeats its last sentence and more, the anchor past the lead: all of it is the
+    client's text, so all of it goes."""
+    had = SAMPLES["prose"][:300]
+    longer = had[-140:].replace(" ", "\n", 3)
+    assert anchor_of(had) in longer and longer.index(anchor_of(had)) > LEAD
+    assert splice(had, [longer, SAMPLES["prose"][300:]]) == (SAMPLES["prose"][300:], True)
+
+
 def test_an_anchor_past_the_lead_is_not_the_repeat_asked_for() -> None:
     """Control of the one above: the same anchor after a long preamble fails the attempt (neither
     dropping the preamble nor showing the anchor again would be right)."""

@@ -7,8 +7,9 @@ then overlaps the client's text by the anchor, and :class:`Seam` cuts the overla
 it streams, holding at most a bounded head of it:
 
 * the anchor (its whitespace runs matching any whitespace) found near the reply's start: it and what
-  precedes it (a "Sure, continuing:") are dropped; the client's trailing whitespace, left out of the
-  anchor, is dropped once more where the reply repeats it;
+  precedes it (a "Sure, continuing:", or more of the client's last words than were asked for) are
+  dropped; the client's trailing whitespace, left out of the anchor, is dropped once more where the
+  reply repeats it;
 * the reply repeating the client's text from its start (a restart): exactly that text is dropped;
 * a reply that shows no anchor and does not resemble it (the model went straight on): passed whole;
 * a reply that resembles the anchor but never shows it (a paraphrase, a garbled repeat), one that
@@ -95,7 +96,7 @@ class Seam(Matcher):
     still held; :meth:`finish` decides what is held when the reply's text ends.
     """
 
-    __slots__ = ("_anchor", "_bound", "_head", "_pattern", "_restart", "_tail")
+    __slots__ = ("_anchor", "_before", "_bound", "_head", "_pattern", "_restart", "_tail")
 
     def __init__(self, had: str, anchor: str) -> None:
         super().__init__(had, False)  # ``_pos``: how much of ``_had`` the reply repeated from its start
@@ -103,6 +104,9 @@ class Seam(Matcher):
         self._anchor = anchor
         self._pattern = re.compile(r"\s+".join(map(re.escape, anchor.split())))
         self._bound = LEAD + 2 * len(anchor) + len(self._tail) + 16
+        core = had.rstrip()
+        # The client's words just before the anchor: a reply may repeat more of them than it was asked.
+        self._before = _squeeze(core[max(0, len(core) - len(anchor) - self._bound) : len(core) - len(anchor)])
         self._head = ""  # the reply so far, while nothing is decided (at most about _bound)
         self._restart = bool(had)  # the reply may still be a restart: all of it so far is ``had``'s start
         self.matching = bool(anchor)
@@ -160,9 +164,11 @@ class Seam(Matcher):
         if found is None:
             return None
         before = self._head[: found.start()]
-        if found.start() > LEAD or (len(self._anchor) < RESTART_MIN and before.strip()):
-            return None  # too far in to be the repeat asked for (a short anchor: only at the start)
-        return found
+        if found.start() <= LEAD and (len(self._anchor) >= RESTART_MIN or not before.strip()):
+            return found
+        if before.strip() and self._before.endswith(_squeeze(before)):
+            return found  # it repeated more of the client's text than the anchor: all of it dropped
+        return None  # too far in to be the repeat asked for (a short anchor: only at the start)
 
     def _cut(self, found: re.Match[str]) -> str:
         rest = self._head[found.end() :]
@@ -193,6 +199,11 @@ class Seam(Matcher):
         if further or resembles(self._anchor, self._head):
             return None
         return self._decide(self._head)
+
+
+def _squeeze(text: str) -> str:
+    """Whitespace runs as one space, none at the ends: text as the anchor's pattern compares it."""
+    return " ".join(text.split())
 
 
 def _common(a: str, b: str, size: int) -> int:
