@@ -8,6 +8,7 @@ reaches the client. The figures are the ones docs/recovery.md states.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -15,11 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sse_middleware._core.graphemes import is_grapheme_boundary
+from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry
 from sse_middleware._core.recovery.anchor import LEAD, Seam, anchor_of, resembles
 
 from ..support.tier import examples
-from ..support.upstream import tokens
-from ..support.upstream_anchor import BEHAVIOURS, FIRST_CUT, SAMPLES, cut_points, reply
+from ..support.upstream import anthropic_events, chat_events, tokens
+from ..support.upstream_anchor import BEHAVIOURS, FIRST_CUT, SAMPLES, cut_points, pieces, reply
+from .test_recovery_splice import anthropic_read, chat_read
 
 CUTS = [(name, cut) for name, text in SAMPLES.items() for cut in cut_points(text, 50)]
 
@@ -184,3 +187,56 @@ def test_every_cut_point_one_character_at_a_time() -> None:
         ("restart", "exact"): 1150,
         ("paraphrase", "failed, nothing shown"): 1150,
     }
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    dialect=st.sampled_from(["openai", "anthropic"]),
+    name=st.sampled_from(sorted(SAMPLES)),
+    where=st.floats(0, 1),
+    behaviour=st.sampled_from(BEHAVIOURS),
+    size=st.integers(1, 300),
+)
+def test_the_client_stream_under_any_cut_and_chunking(
+    dialect: str, name: str, where: float, behaviour: str, size: int
+) -> None:
+    """Through the Recoverer, as the client's SDK reads it: one answer, whole, under its first id (its
+    blocks balanced, one text block), or exactly the text the client had and the first failure."""
+    text = SAMPLES[name]
+    parts = pieces(text)
+    lowest = next(i for i in range(len(parts)) if len("".join(parts[:i])) >= FIRST_CUT)
+    cut = lowest + int(where * (len(parts) - 1 - lowest))
+    events = chat_events if dialect == "openai" else anthropic_events
+    skip = 1 if dialect == "openai" else 3  # the events before the first text
+    recoverer = Recoverer("continue", 1, 0.25, body="anchor")
+    out: list[bytes] = []
+
+    def pump(run: list[bytes]) -> Failure | None:
+        raw = b"".join(run)
+        for i in range(0, len(raw), size):
+            got, failure = recoverer.feed(raw[i : i + size])
+            out.extend(got)
+            if failure is not None:
+                return failure
+        return recoverer.end()
+
+    failure = pump(events(parts)[: skip + cut])
+    assert failure is not None
+    decision = recoverer.fail(failure, json.dumps({"model": "m", "messages": [{"role": "user"}]}).encode())
+    assert isinstance(decision, Retry)
+    had = "".join(parts[:cut])
+    failure = pump(events(pieces(reply(behaviour, text, had, anchor_of(had))), "rerun"))
+    if failure is not None:
+        final = recoverer.fail(failure, b"{}")
+        assert isinstance(final, GiveUp)
+        out.append(final.failure.ending or b"")
+    if dialect == "openai":
+        got = chat_read(b"".join(out))
+        assert got["ids"] == {"chatcmpl-1"} and got["roles"] == 1
+    else:
+        got = anthropic_read(b"".join(out))
+        assert (got["ids"] == ["msg_1"] and set(got["indices"]) <= {0} and not got["open"]) or failure
+    if behaviour == "paraphrase":
+        assert failure is not None and got["text"] == had
+    else:
+        assert failure is None and got["text"] == text
