@@ -5,7 +5,8 @@ plays them, and the relay docs/recovery.md shows, verbatim.
 * :func:`reply`: what the model writes, given the whole answer, the client's text and the anchor it was
   asked to repeat: ``exact`` (the anchor, then the rest), ``whitespace`` (the anchor with its whitespace
   changed), ``skip`` (the rest at once), ``restart`` (the whole answer again), ``paraphrase`` (the
-  anchor's words reordered and recased, then the rest);
+  anchor's words reordered and recased, then the rest), ``reword`` (the whole answer again, two of its
+  first words swapped: a restart in other words);
 * ``upstream`` (``tests.support.upstream_anchor:upstream``): ``POST /v1/chat/completions`` and
   ``POST /v1/messages``. The request's ``metadata`` (a field the official SDKs take, so the relay passes
   the body on unchanged; for Anthropic, JSON in its ``user_id``) says
@@ -72,7 +73,7 @@ SAMPLES = {
         "each, \u2764\ufe0f for the winner \U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466."
     ),
 }
-BEHAVIOURS = ("exact", "whitespace", "skip", "restart", "paraphrase")
+BEHAVIOURS = ("exact", "whitespace", "skip", "restart", "paraphrase", "reword")
 FIRST_CUT = 24
 """Cut points start here: an anchor of a word or two cannot tell a paraphrase from new text."""
 
@@ -95,6 +96,11 @@ def reply(behaviour: str, answer: str, had: str, anchor: str) -> str:
         return answer[len(had) :]
     if behaviour == "restart":
         return answer
+    if behaviour == "reword":  # a restart in other words: the answer with two of its first words swapped
+        words = answer.split(" ", 3)
+        if len(words) < 4:  # text without spaces: two of its first characters
+            return answer[0] + answer[2] + answer[1] + answer[3:]
+        return " ".join([words[0], words[2], words[1], words[3]])
     if behaviour == "paraphrase":
         words = anchor.split()
         garbled = " ".join(reversed(words)) if len(words) > 1 else anchor[::-1]

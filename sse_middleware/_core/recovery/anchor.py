@@ -11,10 +11,12 @@ it streams, holding at most a bounded head of it:
   dropped; the client's trailing whitespace, left out of the anchor, is dropped once more where the
   reply repeats it;
 * the reply repeating the client's text from its start (a restart): exactly that text is dropped;
-* a reply that shows no anchor and does not resemble it (the model went straight on): passed whole;
+* a reply that shows no anchor and resembles neither it nor the answer's opening (the model went
+  straight on): passed whole;
 * a reply that resembles the anchor but never shows it (a paraphrase, a garbled repeat), one that
-  repeats the client's text and departs from it, or one that ends before anything is decided: the
-  attempt fails (:meth:`Seam.feed` returns None), and the client sees none of it.
+  resembles the answer's opening (a restart in other words), one that repeats the client's text and
+  departs from it, or one that ends inside the client's text: the attempt fails (:meth:`Seam.feed`
+  returns None), and the client sees none of it.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class Seam(Matcher):
     still held; :meth:`finish` decides what is held when the reply's text ends.
     """
 
-    __slots__ = ("_anchor", "_before", "_bound", "_head", "_pattern", "_restart", "_tail")
+    __slots__ = ("_anchor", "_before", "_bound", "_head", "_opening", "_pattern", "_restart", "_tail")
 
     def __init__(self, had: str, anchor: str) -> None:
         super().__init__(had, False)  # ``_pos``: how much of ``_had`` the reply repeated from its start
@@ -105,6 +107,7 @@ class Seam(Matcher):
         self._pattern = re.compile(r"\s+".join(map(re.escape, anchor.split())))
         self._bound = LEAD + 2 * len(anchor) + len(self._tail) + 16
         core = had.rstrip()
+        self._opening = core.lstrip()[: len(anchor)]  # a restart in other words begins like this
         # The client's words just before the anchor: a reply may repeat more of them than it was asked.
         self._before = _squeeze(core[max(0, len(core) - len(anchor) - self._bound) : len(core) - len(anchor)])
         self._head = ""  # the reply so far, while nothing is decided (at most about _bound)
@@ -193,10 +196,11 @@ class Seam(Matcher):
         return rest
 
     def _without_anchor(self) -> str | None:
-        """No anchor near the start: new text, unless it shows the anchor further in or resembles it
-        (then the attempt fails: either would be the client's text again)."""
+        """No anchor near the start: new text, unless it shows the anchor further in, or resembles it
+        or the answer's opening (a restart in other words): then the attempt fails, for each would be
+        the client's text again."""
         further = len(self._anchor) >= RESTART_MIN and self._pattern.search(self._head) is not None
-        if further or resembles(self._anchor, self._head):
+        if further or resembles(self._anchor, self._head) or resembles(self._opening, self._head):
             return None
         return self._decide(self._head)
 
