@@ -53,7 +53,8 @@ class GiveUp:
 
 class Recoverer:
     """``mode``: ``retry`` or ``continue``; ``body``: ``same`` (the body is replayed unchanged, so a re-run
-    may start over: see :class:`~.common.Matcher`) or ``prefill`` (see :mod:`.prefill`); ``dialect``:
+    may start over: see :class:`~.common.Matcher`), ``prefill``, ``anchor`` or ``auto`` (how the re-run
+    asks for the continuation, with ``prompt`` and ``models``: see :mod:`.prefill`); ``dialect``:
     the format when the settings name it, else ``auto`` (read from the first event with data);
     ``max_event``: an event larger than this is not held whole, and the stream is no longer
     recoverable."""
@@ -157,8 +158,8 @@ class Recoverer:
         return self.transcript.end()
 
     def fail(self, failure: Failure, body: bytes = b"") -> Retry | GiveUp:
-        """This run failed: re-run (with ``body``, the request's, or its prefill), or give up with the
-        first failure's ending."""
+        """This run failed: re-run (with ``body``, the request's, or the body asking for a continuation),
+        or give up with the first failure's ending."""
         first = self.first = self.first or failure
         self._body = body
         if self.splicer is not None and self._checking and self._asking is not None:
