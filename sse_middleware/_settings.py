@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Protocol, Type
 
 from ._core.config import CoreConfig
 from ._core.dialects.detect import DialectName
+from ._core.recovery.anchor import PROMPT as RECOVER_PROMPT
+from ._core.recovery.prefill import MODES as RECOVER_MODES
 from ._core.resume import parse_store_url
 from ._exceptions import ConfigError
 from ._settings_types import AtLeast, Count, Seconds, kinds
@@ -121,10 +123,18 @@ class StreamingSettings:
     does from a first run's."""
     recover_backoff: Seconds = 0.25
     """Seconds before the first re-run, doubling before each next; the client gets heartbeats."""
-    recover_body: Literal["same", "prefill"] = "same"
+    recover_body: Literal["same", "prefill", "anchor", "auto"] = "same"
     """What a re-run reads as its request body: ``same`` (replayed unchanged; the app reads
-    ``recovery()``) or ``prefill`` (for Anthropic messages and OpenAI chat bodies, the client's text
-    appended as the final assistant turn the upstream continues)."""
+    ``recovery()``), ``prefill`` (for Anthropic messages and OpenAI chat bodies, the client's text
+    appended as the final assistant turn the upstream continues), ``anchor`` (for upstreams without
+    prefill: the text as an assistant turn and ``recover_prompt`` asking the model to go on, first
+    repeating its last words) or ``auto`` (one of these by the body's ``model``: ``recover_models``)."""
+    recover_prompt: str = RECOVER_PROMPT
+    """``recover_body="anchor"``: the user turn asking for the continuation; ``{anchor}`` stands for the
+    last words the model is asked to repeat."""
+    recover_models: Mapping[str, str] | None = dataclasses.field(default=None, compare=False, hash=False)
+    """``recover_body="auto"``: model-name patterns (``fnmatch``, case-insensitive) to ``same``,
+    ``prefill`` or ``anchor``, read before the built-in table (docs/recovery.md)."""
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -213,7 +223,9 @@ class SettingsChanges(TypedDict, total=False):
     recover_attempts: Count
     recover_start_timeout: Seconds
     recover_backoff: Seconds
-    recover_body: Literal["same", "prefill"]
+    recover_body: Literal["same", "prefill", "anchor", "auto"]
+    recover_prompt: str
+    recover_models: Mapping[str, str] | None
 
 
 def _listed(source: Mapping[str, str] | Lookup) -> list[str]:
@@ -289,12 +301,28 @@ def _positive_ttl(value: float) -> None:
         raise ConfigError(f"resume_ttl must be > 0, got {value!r}")
 
 
+def _anchor_prompt(value: str) -> None:
+    if "{anchor}" not in value:  # without the words to repeat, the seam could not be found
+        raise ConfigError(f"recover_prompt must contain {{anchor}} (the words to repeat), got {value!r}")
+
+
+def _model_modes(value: Mapping[str, Any] | None) -> None:
+    for pattern, mode in (value or {}).items():
+        if not isinstance(pattern, str) or mode not in RECOVER_MODES:
+            raise ConfigError(
+                f"recover_models maps model patterns to one of {', '.join(RECOVER_MODES)}, got "
+                f"{pattern!r}: {mode!r}"
+            )
+
+
 # The checks a field's type cannot express, each run after its type's check passed.
 _SPECIAL: Final[Mapping[str, Callable[[Any], None]]] = {
     "json_text_field": _json_path,
     "heartbeat_comment": _single_line,
     "resume_store": _store,
     "resume_ttl": _positive_ttl,
+    "recover_prompt": _anchor_prompt,
+    "recover_models": _model_modes,
 }
 _KINDS: Final = kinds(StreamingSettings)
 if not set(_SPECIAL) <= set(_KINDS):

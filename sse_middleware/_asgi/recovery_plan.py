@@ -77,6 +77,8 @@ def plan(
         body=settings.recover_body,
         dialect=settings.dialect,
         max_event=settings.max_event_bytes,
+        prompt=settings.recover_prompt,
+        models=settings.recover_models,
     )
     return Plan(recoverer, body, scope, media_of(start.get("headers", ())), run)
 

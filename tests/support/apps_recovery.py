@@ -69,6 +69,7 @@ async def chat(request: Request) -> StreamingResponse:
     base, headers = _prepare(request, body, anthropic_shape=False)
     client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="test", max_retries=0)
     extra = {k: body.pop(k) for k in ("continue_final_message", "add_generation_prompt") if k in body}
+    extra.update(body.pop("extra_body", None) or {})  # recover_body="prefill" puts vLLM's fields there
     stream = await client.chat.completions.create(**body, extra_headers=headers, extra_body=extra or None)
 
     async def relay() -> AsyncIterator[str]:

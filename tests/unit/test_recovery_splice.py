@@ -410,7 +410,8 @@ def test_prefill_openai_sets_prefix_and_vllm_flags() -> None:
     assert asked is not None
     request = json.loads(asked.body)
     assert request["messages"][-1] == {"role": "assistant", "content": "Half ", "prefix": True}
-    assert request["continue_final_message"] is True and request["add_generation_prompt"] is False
+    # vLLM's fields ride in extra_body: the official SDK takes them there (as keywords: a TypeError)
+    assert request["extra_body"] == {"continue_final_message": True, "add_generation_prompt": False}
     assert not any(m["role"] == "system" for m in request["messages"])
 
 

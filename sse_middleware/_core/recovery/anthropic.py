@@ -107,10 +107,12 @@ class AnthropicSplicer(Splicer):
         if name == "content_block_delta":
             return self._delta(index, obj, name)
         if name == "content_block_stop":
-            out = self._empty(index) if target is _UNKNOWN else []
+            out = self._flush(index) if target is _UNKNOWN else []
+            if isinstance(out, Failure):
+                return out
             self._held.pop(index, None)
             target = self._blocks.get(index)
-            return out if target in (None, _UNKNOWN) else [*out, write({**obj, "index": target}, name)]
+            return out + ([] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)])
         return [event.raw] if target in (None, _UNKNOWN) else [write({**obj, "index": target}, name)]
 
     def _delta(self, index: int, obj: dict[str, Any], name: str) -> list[bytes] | Failure:
@@ -137,6 +139,23 @@ class AnthropicSplicer(Splicer):
         if new and target not in (None, _UNKNOWN):
             out.append(write({**obj, "index": target, "delta": {**delta, found[0]: new}}, name))
         return out
+
+    def _flush(self, index: int) -> list[bytes] | Failure:
+        """A held block stops: what an anchored re-run's matcher held until the text's end, or, with nothing
+        held, the empty block's place (see :meth:`_empty`)."""
+        start = self._held.get(index) or {}
+        if (start.get("content_block") or {}).get("type") == "text":
+            held = self.matchers["text"].finish()
+            if held is None:
+                return Failure("diverged", None, "the re-run's continuation could not be placed")
+            if held:
+                out = self._place(index, "text")
+                delta = {"type": "content_block_delta", "index": self._blocks[index]}
+                return [
+                    *out,
+                    write({**delta, "delta": {"type": "text_delta", "text": held}}, "content_block_delta"),
+                ]
+        return self._empty(index)
 
     def _empty(self, index: int) -> list[bytes]:
         """A held block that stops without a character: when the client's open block is of its kind, it

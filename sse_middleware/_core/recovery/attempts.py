@@ -11,15 +11,17 @@ rejects prefill, say) never hides what went wrong.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Final
 
 from ..dialects import detect
 from ..sse import Framer
+from .anchor import PROMPT
 from .anthropic import AnthropicTranscript
 from .base import Mode, Splicer, Transcript
 from .chat import ChatTranscript
-from .common import Failure, Matcher, Usage, read, split
-from .prefill import prefill
+from .common import Failure, Usage, read, split
+from .prefill import Asking
 from .raised import RETRY_AFTER_MAX
 from .responses import ResponsesTranscript
 from .ui import UITranscript
@@ -61,7 +63,8 @@ class GiveUp:
 
 class Recoverer:
     """``mode``: ``retry`` or ``continue``; ``body``: ``same`` (the body is replayed unchanged, so a re-run
-    may start over: see :class:`~.common.Matcher`) or ``prefill`` (see :mod:`.prefill`); ``dialect``:
+    may start over: see :class:`~.common.Matcher`), ``prefill``, ``anchor`` or ``auto`` (how the re-run
+    asks for the continuation, with ``prompt`` and ``models``: see :mod:`.prefill`); ``dialect``:
     the format when the settings name it, else ``auto`` (read from the first event with data);
     ``max_event``: an event larger than this is not held whole, and the stream is no longer
     recoverable."""
@@ -75,8 +78,12 @@ class Recoverer:
         body: str = "same",
         dialect: str = "auto",
         max_event: int = 1 << 20,
+        prompt: str = PROMPT,
+        models: Mapping[str, str] | None = None,
     ) -> None:
-        self._mode, self._attempts, self._backoff, self._prefill = mode, attempts, backoff, body == "prefill"
+        self._mode, self._attempts, self._backoff = mode, attempts, backoff
+        self._asking = Asking(body, prompt, models) if body != "same" else None
+        self._body = b""  # the request's body, for a re-run after a refused one
         self._max_event = max_event
         self._detecting = dialect == "auto"
         self.transcript: Transcript | None = FORMATS[dialect]() if dialect in FORMATS else None
@@ -172,10 +179,13 @@ class Recoverer:
         return transcript.end_event
 
     def fail(self, failure: Failure, body: bytes = b"", wait: float | None = None) -> Retry | GiveUp | Whole:
-        """This run failed: re-run (with ``body``, the request's, or its prefill), or give up with the
-        first failure's ending; or, when a re-run's answer went out whole before its run failed, end
-        cleanly. ``wait``: the seconds the failure asked to wait (its ``Retry-After``), if it did."""
+        """This run failed: re-run (with ``body``, the request's, or the body asking for a continuation),
+        or give up with the first failure's ending; or, when a re-run's answer went out whole before its
+        run failed, end cleanly. ``wait``: the seconds the failure asked to wait (its ``Retry-After``)."""
         first = self.first = self.first or failure
+        self._body = body
+        if self.splicer is not None and self._checking and self._asking is not None:
+            self._asking.refused()  # the re-run failed before its first event
         transcript = self.transcript
         if transcript is None and self._detecting and self._why_not is None:
             return self._retry(failure, body, wait, None)  # nothing of the answer went out: run it again
@@ -207,15 +217,18 @@ class Recoverer:
         transcript.failed.append(self.splicer.usage if self.splicer is not None else transcript.usage)
         transcript.usage = Usage()  # what it sees from now on is spliced: each splicer counts its own
         text = transcript.text("text")
-        asked = prefill(body, transcript.name, text) if self._prefill else None
+        asked = self._asking.ask(body, transcript.name, text) if self._asking is not None else None
         self.splicer = transcript.splicer(asked is None, self.attempt)
-        if asked is not None and asked.left_out:
-            self.splicer.matchers["text"] = Matcher(asked.left_out, True, lenient=True)
+        if asked is not None and asked.text is not None:
+            self.splicer.matchers["text"] = asked.text
         self._checking = True
         value = Recovery(self.attempt, failure.reason, text, transcript.text("reasoning"), transcript.name)
         return Retry(delay, value, body if asked is None else asked.body)
 
-    def refuse(self, why: str) -> GiveUp:
-        """A re-run that did not start as a stream of the same kind: give up at once."""
+    def refuse(self, why: str) -> Retry | GiveUp | Whole:
+        """A re-run that did not start as a stream of the same kind: give up at once, unless it was a
+        prefill (an upstream that refuses one answers 400): then the anchor, if attempts are left."""
+        if self.first is not None and self._asking is not None and self._asking.refused():
+            return self.fail(self.first, self._body)
         first = self.first = self.first or Failure("exception")
         return GiveUp(first, why)

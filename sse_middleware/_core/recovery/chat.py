@@ -126,6 +126,11 @@ class ChatSplicer(Splicer):
                     del delta[field]
         finish = choice.get("finish_reason")
         if finish is not None:
+            held = self.matchers["text"].finish()  # what an anchored re-run held is decided at its end
+            if held is None:
+                return Failure("diverged", None, "the re-run's continuation could not be placed")
+            if held:
+                delta["content"] = (delta.get("content") or "") + held
             short = self.short()
             if short is not None:
                 return short

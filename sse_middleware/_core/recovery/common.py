@@ -124,6 +124,11 @@ class Matcher:
             return text[same:]
         return None
 
+    def finish(self) -> str | None:
+        """The re-run's text ended: what is held for the client (None: a failed attempt). A Matcher
+        holds nothing; an :class:`~.anchor.Seam` may."""
+        return ""
+
     @property
     def short(self) -> bool:
         """Whether the re-run stopped inside the client's text: it repeated part and ended."""
