@@ -174,6 +174,7 @@ CASES = [
     *catalogue("fallback-rejects-prefill", "cut@6", "no-prefill", False, "p200 f400", fails=BUG3),
     *catalogue("fallback-rejects-prefill-before-text", "cut@0", "no-prefill", True, "p200 f200"),
     *catalogue("4xx-on-re-run", "cut@6", "status@400", False, "p200 f400", fails=BUG3),
+    *catalogue("5xx-on-re-run", "cut@6", "status@503", False, "p200 f503 f503"),  # a 5xx is worth another
     *catalogue("429-on-re-run", "cut@6", "rate-limit@2", True, "p200 f429 f200", fails=RETRY_AFTER),
     *catalogue("every-re-run-fails", "cut@6", "cut@0", False, "p200 f200 f200"),
 ]
