@@ -62,15 +62,18 @@ async def chat(request: Request) -> StreamingResponse:
     found = recovery(request)  # None on the first run
     if found is not None:
         client = gpt_fallback
-        if found.text:  # continue the client's text: a final assistant turn the provider completes
+        if found.text:  # continue the client's text: a final assistant turn (DeepSeek's, Mistral's prefix)
             prefill = {"role": "assistant", "content": found.text, "prefix": True}
             body["messages"] = [*body["messages"], prefill]
     stream = await client.chat.completions.create(**body)
 
     async def relay() -> AsyncIterator[str]:
+        finished = False
         async for chunk in stream:
+            finished = finished or any(choice.finish_reason for choice in chunk.choices)
             yield f"data: {chunk.model_dump_json(exclude_unset=True)}\n\n"
-        yield "data: [DONE]\n\n"
+        if finished:  # the SDK's iteration ends at [DONE] and at a body cut short alike: say which
+            yield "data: [DONE]\n\n"
 
     return StreamingResponse(relay(), media_type="text/event-stream")
 

@@ -93,13 +93,14 @@ def test_fastapi_native_sse_streams_and_sends_stream_error_verbatim() -> None:
         assert "the model is overloaded, try again in a minute" in events[-1].data
 
 
-def test_relay_streams_from_the_fake_provider_and_recovers_a_cut() -> None:
+def test_relay_streams_from_the_fake_provider_and_recovers_a_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     """As its docstring says: the fake provider on a port, the relay in front of it, the official SDKs
     as clients; a model whose primary cuts the connection still reads whole (the fallback continued it;
     the faults are tests/e2e/test_fault_catalogue.py's)."""
     with uvicorn("tests.support.upstream:app") as fake:
-        env = {"RELAY_PRIMARY_URL": fake.url, "RELAY_FALLBACK_URL": fake.url + "/fallback"}
-        with example("relay.py", env) as server:
+        monkeypatch.setenv("RELAY_PRIMARY_URL", fake.url)  # the example's environment
+        monkeypatch.setenv("RELAY_FALLBACK_URL", fake.url + "/fallback")
+        with example("relay.py") as server:
             url = server.url
             claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
             gpt = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
