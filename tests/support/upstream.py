@@ -12,14 +12,14 @@ request picks its fault in one of two ways:
   ``x-fault-key`` get it; default 1, the first; ``0`` every one), ``x-answer`` (the answer's text),
   ``x-id`` (the response's id prefix).
 
-The faults a middleware can act on (N counts the answer's tokens; SILENCE bounds every wait):
+The faults a middleware can act on (N counts the answer's tokens; a silence lasts until the client
+leaves, or SILENCE seconds):
 
 * ``cut@N``: the connection closes after N tokens, without the chunked body's end (a reset);
 * ``overload@N``: the provider's own error event after N tokens (Anthropic ``overloaded_error``, OpenAI
   an ``{"error": ...}`` chunk);
-* ``stall@N``: silence after N tokens until the client leaves, then a cut;
-* ``slow``: the response's headers at once, then silence until the client leaves, then the answer (a
-  slow first token);
+* ``stall@N``: silence after N tokens, then (if the client is still there) a cut;
+* ``slow``: the response's headers at once, then silence, then the answer (a slow first token);
 * ``truncate@N``: a clean end after N tokens, with neither a finish reason nor the end marker;
 * ``no-end``: the whole answer and its finish reason, without the end marker (``data: [DONE]``,
   ``message_stop``);
