@@ -21,7 +21,8 @@ from httpx_sse import connect_sse
 from sse_middleware._core.sse import parse
 
 from ..support.otel import OTLPReceiver, attributes
-from ..support.servers import ROOT, Server, example
+from ..support.servers import ROOT, Server, example, uvicorn
+from ..support.upstream import ANSWER
 
 EXAMPLES = ROOT / "examples"
 
@@ -92,30 +93,26 @@ def test_fastapi_native_sse_streams_and_sends_stream_error_verbatim() -> None:
         assert "the model is overloaded, try again in a minute" in events[-1].data
 
 
-def test_relay_streams_anthropic_and_openai_from_the_local_fake_upstream() -> None:
-    with example("relay.py") as server:
-        url = server.url
-        claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
-        with claude.messages.stream(
-            model="claude-fake", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
-            text = "".join(stream.text_stream)
-        assert text.startswith("Relayed token by token from upstream")
-        assert text.strip().endswith("✅")
+def test_relay_streams_from_the_fake_provider_and_recovers_a_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As its docstring says: the fake provider on a port, the relay in front of it, the official SDKs
+    as clients; a model whose primary cuts the connection still reads whole (the fallback continued it;
+    the faults are tests/e2e/test_fault_catalogue.py's)."""
+    with uvicorn("tests.support.upstream:app") as fake:
+        monkeypatch.setenv("RELAY_PRIMARY_URL", fake.url)  # the example's environment
+        monkeypatch.setenv("RELAY_FALLBACK_URL", fake.url + "/fallback")
+        with example("relay.py") as server:
+            url = server.url
+            claude = anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+            gpt = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            messages: Any = [{"role": "user", "content": "hi"}]
+            for model in ("fake", "fake,primary=cut@6"):
+                with claude.messages.stream(model=model, max_tokens=100, messages=messages) as stream:
+                    assert "".join(stream.text_stream) == ANSWER
+                chunks = gpt.chat.completions.create(model=model, messages=messages, stream=True)
+                assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
 
-        gpt = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        chunks = gpt.chat.completions.create(
-            model="gpt-fake", messages=[{"role": "user", "content": "hi"}], stream=True
-        )
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).strip().endswith("✅")
-
-        body = {
-            "model": "claude-fake",
-            "max_tokens": 100,
-            "stream": True,
-            "messages": [{"role": "user", "content": "hi"}],
-        }
-        assert _stream_headers(f"{url}/v1/messages", json=body)["x-accel-buffering"] == "no"
+            body = {"model": "fake", "max_tokens": 100, "stream": True, "messages": messages}
+            assert _stream_headers(f"{url}/v1/messages", json=body)["x-accel-buffering"] == "no"
 
 
 FAST = {"ttft": 0.05, "tpot": 0.002, "jitter": 0.0}
