@@ -120,6 +120,10 @@ class StreamingSettings:
     """What a re-run reads as its request body: ``same`` (replayed unchanged; the app reads
     ``recovery()``) or ``prefill`` (for Anthropic messages and OpenAI chat bodies, the client's text
     appended as the final assistant turn the upstream continues)."""
+    compress: Literal["off", "auto"] = "off"
+    """``auto``: gzip a stream when its request accepts it, flushed after every frame so nothing waits
+    (docs/compression.md: never for a response that mixes a secret with text an attacker chooses).
+    Off: the wire stays the app's."""
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -208,6 +212,7 @@ class SettingsChanges(TypedDict, total=False):
     recover_attempts: Count
     recover_backoff: Seconds
     recover_body: Literal["same", "prefill"]
+    compress: Literal["off", "auto"]
 
 
 def _listed(source: Mapping[str, str] | Lookup) -> list[str]:

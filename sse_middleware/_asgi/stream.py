@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core import headers
+from .._core.compress import Compressor
 from .._core.deadlines import FINALIZE_SECONDS, next_deadline
 from .._core.errors import ErrorInfo
 from .._core.guarded import GuardedPipeline
@@ -89,6 +90,7 @@ class Stream:
         guards: tuple[GuardedPipeline, Sequence[Guard]] | None,
         chat_request: ChatRequest | None,
         recovery: Plan | None = None,
+        encoder: Compressor | None = None,
     ) -> None:
         me = weakref.proxy(self)
         self._me = me  # the one proxy the parts get, the lazy ones included
@@ -110,6 +112,7 @@ class Stream:
             beat,
             trailers,
             log,
+            encoder,
         )
         self.timers: StreamTimers | None = None  # built when first asked: a short stream may never need them
         self.client_watch = client_watch

@@ -33,10 +33,11 @@ from .._types import Message, Send
 from .backend import TaskCut, cancel_scope
 from .last_write import LastWrites
 from .watcher import Watcher, scope_time
-from .write_lock import Ends, WriteLock, body_bytes, body_frame
+from .write_lock import Ends, WriteLock, body_bytes, body_frame, encoded
 from .writer_watch import WatchedWrites
 
 if TYPE_CHECKING:
+    from .._core.compress import Compressor
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
 
@@ -69,6 +70,7 @@ class Writer(WatchedWrites, LastWrites):
         heartbeat: float,
         trailers: bool,
         log: StreamLog | None,
+        encoder: Compressor | None = None,
     ) -> None:
         self._send = send
         self._ends = ends
@@ -77,6 +79,7 @@ class Writer(WatchedWrites, LastWrites):
         self.telemetry = telemetry
         self.watcher = watcher
         self.log = log
+        self.encoder = encoder  # compresses every frame as it leaves (None: the wire is the app's)
         self.lock = WriteLock()
         now = time.monotonic()
         self.clocks = Clocks(now, now)  # last_write, last_app
@@ -233,6 +236,8 @@ class Writer(WatchedWrites, LastWrites):
         Without ``cut``: the app's own write on the per-token path, whose lock :meth:`body` took and this
         frees. It has no cut of its own (a scope per token costs more than the rest of the path): the
         lifecycle cancels the app to cut it (see :meth:`_given_up`)."""
+        if self.encoder is not None:
+            message = encoded(self.encoder, message)
         if self.timeout:
             self.sending_since = now
             if self._tell_stuck_at and until == _INF:
