@@ -1,7 +1,8 @@
-"""Compressed streams (``compress="auto"``) through real parts: uvicorn serving the test app with the
+"""Compressed streams (``compress="auto"``) through real parts: uvicorn serving the test apps with the
 middleware (``SSE_MIDDLEWARE_COMPRESS=auto``) and without it (the control, the bare app), read by the
-official OpenAI and Anthropic SDKs (httpx decodes gzip), curl ``--compressed``, and behind a real nginx
-with ``gzip on``. Each client reads the same answer as from the bare app; the bytes were compressed; and
+official OpenAI and Anthropic SDKs (httpx decodes gzip), curl ``--compressed``, the AI SDK's chat
+transport in Node (undici's fetch), ``EventSource`` in Chromium, and behind a real nginx with
+``gzip on``. Each client reads the same answer as from the bare app; the bytes were compressed; and
 a frame is readable the moment it is written, not when the next one is."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx
@@ -18,11 +19,16 @@ import httpx2
 import openai
 import pytest
 
-from sse_middleware._core.sse import Parser
+from sse_middleware._core.sse import Event, Parser
 
+from ..support.browser import chromium
 from ..support.clients import read_stream
 from ..support.harness import text_of_events
+from ..support.node import run_node
 from ..support.servers import Server, nginx, require, uvicorn
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Response
 
 APP = "tests.support.apps:app"
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -59,7 +65,7 @@ def openai_text(server: Server, encodings: Encodings) -> str:
     client = openai.OpenAI(
         base_url=server.url + "/v1", api_key="test", max_retries=0, http_client=encodings.client()
     )
-    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+    stream: Any = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
     return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 
@@ -86,7 +92,7 @@ def test_curl_compressed_reads_the_same_answer(gz: Server, bare: Server) -> None
         return subprocess.run([curl, "-sSN", *flags, url], capture_output=True, check=True, timeout=30).stdout
 
     def text(body: bytes) -> str:
-        return text_of_events(Parser().feed(body), "openai")
+        return text_of_events([e for e in Parser().feed(body) if isinstance(e, Event)], "openai")
 
     answer = get(bare.url + "/openai?n=30")
     assert answer.endswith(b"data: [DONE]\n\n") and text(answer)
@@ -123,3 +129,62 @@ def test_behind_nginx_with_gzip_one_encoding_and_no_wait(gz: Server, bare: Serve
         control = read_stream(proxy + SILENT, headers={"accept-encoding": "gzip"})
     assert control.headers["content-encoding"] == "gzip"
     assert control.first() > control.total - 0.5  # held to the end
+
+
+# -- JavaScript clients ----------------------------------------------------------------------------------
+
+FORMATS = "tests.support.apps_formats:app"
+ENCODING = "content-encoding"
+CHAT = "/ai-sdk/api/chat?n=40&delay=0.003"
+
+
+@pytest.fixture(scope="module")
+def gz_formats() -> Iterator[Server]:
+    with uvicorn(FORMATS, {"SSE_MIDDLEWARE_COMPRESS": "auto"}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def bare_formats() -> Iterator[Server]:
+    with uvicorn(FORMATS, {"TEST_WRAP": "0"}) as server:
+        yield server
+
+
+@pytest.mark.slow
+def test_the_ai_sdk_in_node_reads_the_same_message(gz_formats: Server, bare_formats: Server) -> None:
+    """DefaultChatTransport (what useChat uses) over Node's fetch, which asks for gzip and decodes it."""
+    mine = run_node("read_ui_stream.mjs", gz_formats.url + CHAT)
+    theirs = run_node("read_ui_stream.mjs", bare_formats.url + CHAT)
+    assert mine["error"] is None and mine["parts"] == theirs["parts"] and mine["parts"]
+    assert run_node("fetch_encoding.mjs", gz_formats.url + CHAT)["encoding"] == "gzip"
+    assert run_node("fetch_encoding.mjs", bare_formats.url + CHAT)["encoding"] is None
+
+
+@pytest.mark.slow
+def test_eventsource_in_chromium_reads_the_stream(gz: Server, bare: Server) -> None:
+    def read(server: Server) -> tuple[list[str], str | None]:
+        with chromium() as browser:
+            page = browser.new_page()
+            seen: dict[str, str | None] = {}
+
+            def record(response: Response) -> None:
+                seen.setdefault(response.url.split("?")[0], response.headers.get(ENCODING))
+
+            page.on("response", record)
+            page.goto(server.url + "/json")  # any page of the same origin
+            data = page.evaluate(EVENTSOURCE)
+        return data, seen[server.url + "/sse"]
+
+    assert read(gz) == (["tick 0", "tick 1", "tick 2"], "gzip")
+    assert read(bare) == (["tick 0", "tick 1", "tick 2"], None)
+
+
+EVENTSOURCE = """() => new Promise((resolve, reject) => {
+    const seen = [];
+    const source = new EventSource("/sse?n=3&delay=0.2");
+    source.onmessage = (e) => {
+        seen.push(e.data);
+        if (seen.length === 3) { source.close(); resolve(seen); }
+    };
+    setTimeout(() => reject(new Error("no 3 events in 15 s: " + JSON.stringify(seen))), 15000);
+})"""
