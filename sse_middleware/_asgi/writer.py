@@ -4,9 +4,10 @@ once a response is a stream, and the per-token path that feeds it.
 :class:`Writer` owns what every write shares: the write lock (nothing is ever written inside a half-sent
 message), the write in flight (``sending_since``) and the one way it is cut (:meth:`Writer.cut`, a cancel
 scope around it), when it is stuck (:meth:`Writer.stuck_at`, which the watcher reads), the last write's
-time (``clocks.last_write``), the resume log every frame goes through first, and the telemetry's frame
-count. Everything else that writes (the timers' flush and heartbeat, the guards' approved text, the
-stream's last frame) asks it through a named method.
+time (``clocks.last_write``), the resume log every frame goes through first, the compressor every frame
+goes through last (``compress="auto"``), and the telemetry's frame count. Every frame leaves through one
+point, :meth:`Writer.put`. Everything else that writes (the timers' flush and heartbeat, the guards'
+approved text, the stream's last frame) asks it through a named method.
 
 The writer is *the client side* of a stream: it outlives nothing, but it knows nothing of the app's run
 either (the app's run ends through :class:`Ends`, the narrow interface the stream gives it), so a second
