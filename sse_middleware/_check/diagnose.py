@@ -257,7 +257,7 @@ def _compressed(tl: Timeline, m: Measures, buffered: bool) -> Finding | None:
         "A compression layer (nginx `gzip on` with text/event-stream in gzip_types, a CDN, a gzip "
         "middleware) compresses the stream. Compressors hold output until their buffer fills unless "
         "told to flush after each event.",
-        'Compress where the events are known: StreamingMiddleware(compress="auto") flushes after every '
+        'Compress where the events are known: StreamingSettings(compress="auto") flushes after every '
         "frame. Or exclude text/event-stream from compression, or send `X-Accel-Buffering: no` so nginx "
         "flushes every chunk (StreamingMiddleware does).",
     )

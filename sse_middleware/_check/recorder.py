@@ -51,7 +51,7 @@ class Timeline:
     reason: str = ""  # why the stream was cut
     unfinished: int = 0  # bytes of an event still open when the stream stopped
     encoding: str | None = None  # the Content-Encoding decoded (None: identity)
-    split_reads: int = 0  # compressed reads that decoded to nothing, or stopped inside an event or line
+    split_reads: int = 0  # compressed reads that stopped inside an event (or a line)
 
     def header(self, name: str) -> str | None:
         values = [value for key, value in self.headers if key.lower() == name]
@@ -109,7 +109,7 @@ class Recorder:
         tl.reads.append((now, len(wire)))
         data = self._decode(wire)
         self._body(now, data)
-        if self._decoder is not None and (not data or (self._framer.pending if tl.sse else self._open_line)):
+        if self._decoder is not None and (self._framer.pending if tl.sse else self._open_line):
             tl.split_reads += 1  # the compressor flushed by size, not at the end of a frame
 
     def close(self, now: float, ending: Ending, reason: str = "") -> Timeline:

@@ -7,8 +7,10 @@ a frame is readable the moment it is written, not when the next one is."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -110,6 +112,20 @@ def test_a_frame_decodes_before_the_next_is_written(gz: Server) -> None:
     assert seen.headers["content-encoding"] == "gzip"
     assert [e.data for e in seen.events] == ["tick 0", "tick 1"]
     assert seen.first() < seen.total - 1.5  # tick 0 long before the end
+
+
+def test_the_check_command_reports_the_encoding_and_whole_frames(gz: Server) -> None:
+    """``python -m sse_middleware check URL``: gzip, every read decoded to whole events, healthy.
+    Killed by the compressor flushing by size rather than per frame (split_reads > 0, a warning)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sse_middleware", "check", gz.url + "/sse?n=4&delay=0.2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    result = json.loads(done.stdout)
+    assert result["encoding"] == "gzip" and result["split_reads"] == 0 and result["events"] == 4
+    assert done.returncode == 0 and not result["warnings"] and not result["problems"]
 
 
 @pytest.mark.slow

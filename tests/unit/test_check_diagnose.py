@@ -228,6 +228,10 @@ def test_compression_flushed_per_event_is_fine() -> None:
     assert codes(tl) == {} and check(tl).buffered is False
     m = measure(tl)
     assert m.encoding == "gzip" and m.split_reads == 0 and m.body_bytes > m.wire_bytes / 2
+    z = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)  # the gzip trailer in a read of its own: no split
+    trailer = [z.compress(b"data: x\n\n") + z.flush(zlib.Z_SYNC_FLUSH), z.flush()]
+    reads = [(0.1, trailer[0]), (0.2, trailer[1])]
+    assert measure(record(reads, [*GOOD, ("Content-Encoding", "gzip")])).split_reads == 0
 
 
 def test_compression_flushed_inside_events_is_a_warning() -> None:
