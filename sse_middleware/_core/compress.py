@@ -22,10 +22,10 @@ from .headers import RawHeaders, content_coding
 GZIP: Final = "gzip"
 ENCODINGS: Final = (GZIP,)
 """What ``compress="auto"`` may choose, best first. gzip only: zlib is in the standard library, and a
-sync-flushed deflate stream already makes an LLM chunk stream 80-90 % smaller (docs/compression.md)."""
+sync-flushed deflate stream already takes most of an LLM chunk stream's bytes (docs/benchmarks.md)."""
 
-# An LLM chunk repeats within a few hundred bytes: a 4 KiB window finds it, and costs 16 KiB of zlib
-# state per open stream where the defaults cost 256 KiB (docs/benchmarks.md).
+# An LLM chunk repeats within a few hundred bytes: a 4 KiB window finds nearly all of it, with a sixteenth
+# of the zlib state per open stream that the defaults (a 32 KiB window, memLevel 8) keep (docs/benchmarks.md).
 _WBITS: Final = 16 + 12  # a gzip wrapper, a 4 KiB window
 _MEM_LEVEL: Final = 5
 _LEVEL: Final = 6
