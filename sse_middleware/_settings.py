@@ -135,6 +135,10 @@ class StreamingSettings:
     recover_models: Mapping[str, str] | None = dataclasses.field(default=None, compare=False, hash=False)
     """``recover_body="auto"``: model-name patterns (``fnmatch``, case-insensitive) to ``same``,
     ``prefill`` or ``anchor``, read before the built-in table (docs/recovery.md)."""
+    compress: Literal["off", "auto"] = "off"
+    """``auto``: gzip a stream when its request accepts it, flushed after every frame so nothing waits
+    (docs/compression.md: never for a response that mixes a secret with text an attacker chooses).
+    Off: the wire stays the app's."""
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -226,6 +230,7 @@ class SettingsChanges(TypedDict, total=False):
     recover_body: Literal["same", "prefill", "anchor", "auto"]
     recover_prompt: str
     recover_models: Mapping[str, str] | None
+    compress: Literal["off", "auto"]
 
 
 def _listed(source: Mapping[str, str] | Lookup) -> list[str]:

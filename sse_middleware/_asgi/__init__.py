@@ -17,7 +17,9 @@ and writes what comes back.
   (and helper task) per stream that wakes it.
 - :mod:`.guards`: guards run beside the app, one check task per stream.
 - :mod:`.recovery`: a recovered stream's runs (each run's bodies through the splice, the re-run's scope
-  and replayed body, giving up).
+  and replayed body, giving up); :mod:`.recovery_plan`, what a stream's recovery is made from at its
+  start. :mod:`.stages`: the rule that composes a stream's per-stage wrappers (recovery, guards) in
+  front of the writer.
 - :mod:`.disconnect`: seeing a client leave without changing the app's ``receive``, and the stream's
   disconnect listener.
 - :mod:`.resume`, :mod:`.chat_resume`: answering a ``Last-Event-ID`` or the AI SDK's

@@ -15,12 +15,9 @@ from .._core.deadlines import FINALIZE_SECONDS
 from .._core.errors import logger
 from .._core.lifecycle import Phase
 from .._types import Message
-from .backend import cancel_scope, cuttable
+from .backend import TaskCut, cancel_scope, cuttable
 from .watcher import scope_time
 from .write_lock import BODY, WriterState
-
-if TYPE_CHECKING:
-    pass
 
 
 class LastWrites(WriterState):
@@ -32,10 +29,20 @@ class LastWrites(WriterState):
 
         async def frame(self, data: bytes, now: float, until: float = math.inf) -> bool: ...
 
+        async def put(
+            self,
+            message: Message,
+            now: float,
+            size: int = -1,
+            until: float = math.inf,
+            cut: anyio.CancelScope | TaskCut | None = None,
+        ) -> bool | None: ...
+
     async def goodbye(self, hint: bytes, now: float) -> bool | None:
         """A resumable stream's live client sent away (at a shutdown): what was merged, then ``hint`` as
         the response's clean end (not logged: followers must not replay it), both within
-        ``send_timeout``. None: the client was gone already; else whether the client was stuck."""
+        ``send_timeout``. None: the client was gone (already, or as we said goodbye, when the stream
+        detached); else whether the client was stuck."""
         await self.lock.take()
         try:
             if not self.life.connected:
@@ -46,7 +53,8 @@ class LastWrites(WriterState):
                 return time.monotonic() >= until
             if self.life.connected:
                 end = {"type": BODY, "body": hint, "more_body": False}
-                return not await self._last(end, now, until)
+                written = await self.put(end, now, -1, until, cancel_scope(scope_time(until)))
+                return None if written is None else not written
             return False
         except OSError:  # the client left as we said goodbye (ASGI >= 2.4)
             return False
@@ -68,15 +76,16 @@ class LastWrites(WriterState):
     # -- the last write ------------------------------------------------------------------------------------
 
     async def final(self, data: bytes) -> None:
-        """The app's final body, with the lock held. Still ours while it is written: a shutdown's hard
-        stop may cut it when a client that stopped reading holds it."""
+        """The app's final body, with the lock held, which it frees. Still ours while it is written: a
+        shutdown's hard stop may cut it when a client that stopped reading holds it. A client gone as it
+        is written (``OSError``, ASGI >= 2.4) is :meth:`put`'s to tell the stream; the app hears it, as
+        without us."""
         life = self.life
-        life.closing()
         try:
+            life.closing()
             await self.last(data, complete=True)
-        except OSError:
-            if not self._ends.client_left(cancel_app=False):
-                raise
+        finally:
+            self.lock.free()
         if life.phase is Phase.CLOSING:  # not yet closed by a disconnect seen while it was written
             life.closed()
 
@@ -110,48 +119,29 @@ class LastWrites(WriterState):
             if life.connected:
                 # While the watcher runs (the app's final body) it cuts a stuck write; after it stopped
                 # (the host's teardown) the write keeps a deadline of its own.
+                # put() tells the watcher when this write will be stuck (or it wakes for a heartbeat
+                # first, and then looks at stuck_at()).
                 timeout = self.timeout
                 until = math.inf
+                now = 0.0
                 if timeout:
-                    now = self.sending_since = time.monotonic()
-                    watcher = self.watcher
-                    if life.phase is Phase.CLOSING and not watcher.stopped:
-                        if now + timeout < watcher.target:  # want()'s own test, inlined: seldom true
-                            watcher.want(now + timeout)
-                    else:
+                    now = time.monotonic()
+                    if life.phase is not Phase.CLOSING or self.watcher.stopped:
                         until = now + timeout
-                trailers = complete and self._trailers and (life.ending or end.get("exception"))
                 # No deadline (the watcher cuts it): no scope either, on asyncio (see backend.cuttable).
-                with cuttable(until if until == math.inf else scope_time(until)) as scope:
-                    self._in_flight = scope
-                    await self._send({"type": BODY, "body": data, "more_body": not complete})
-                    if trailers:
-                        self._trailers = False  # the app will not send the trailers it declared
-                        await self._send(
-                            {"type": "http.response.trailers", "headers": [], "more_trailers": False}
-                        )
-                if scope.cancelled_caught:
+                deadline = until if until == math.inf else scope_time(until)
+                last = {"type": BODY, "body": data, "more_body": not complete}
+                written = await self.put(last, now, -1, until, cuttable(deadline))
+                if written and complete and self._trailers and (life.ending or end.get("exception")):
+                    self._trailers = False  # the app will not send the trailers it declared
+                    trailers = {"type": "http.response.trailers", "headers": [], "more_trailers": False}
+                    written = await self.put(trailers, now, -1, until, cuttable(deadline))
+                if written is False:
                     self.say_stuck("its last write", False)
                     if life.connected:
                         life.client_left()
         finally:
-            self.sending_since = 0.0
-            self._in_flight = None
             if log is not None:
                 self.log = None
                 with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                     await log.close(complete)
-
-    async def _last(self, message: Message, now: float, until: float) -> bool:
-        """A last message nobody watches, in the writer's one scope; False: cut (stuck). An ``OSError``
-        reaches the caller."""
-        if self.timeout:
-            self.sending_since = now
-        try:
-            with cancel_scope(scope_time(until)) as scope:
-                self._in_flight = scope
-                await self._send(message)
-        finally:
-            self.sending_since = 0.0
-            self._in_flight = None
-        return not scope.cancelled_caught

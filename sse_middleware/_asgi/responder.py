@@ -25,7 +25,7 @@ from typing import Final
 import anyio
 import anyio.lowlevel
 
-from .._core import headers
+from .._core import compress, headers
 from .._core.deadlines import FINALIZE_SECONDS
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.recovery import GiveUp, Whole
@@ -212,7 +212,10 @@ class Responder:
             self.life.pass_through()
             await self._send(message)
             return
-        start = {**message, "headers": headers.stream_headers(message.get("headers", ()))}
+        coding = None  # compressed by us: never HEAD (no body), never one the app encoded itself
+        if settings.compress != "off" and self.scope.get("method") != "HEAD":
+            coding = compress.choose(self.scope.get("headers", ()), message.get("headers", ()))
+        start = {**message, "headers": headers.stream_headers(message.get("headers", ()), coding)}
         self._peek, peek = None, self._peek
         chat_body = None
         if (
@@ -259,6 +262,7 @@ class Responder:
             self._send,
             forget,
             recovery,
+            coding,
         )
         self.shared.track(self)
         stream.begin()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._core import chat, headers
+from .._core.compress import Compressor
 from .._core.config import CoreConfig
 from .._core.dialects import RelayMemory
 from .._core.guarded import GuardedPipeline
@@ -77,8 +78,12 @@ async def open_log(
     chat_body: bytes | None,
 ) -> tuple[StreamLog | None, ChatRequest | None]:
     """A resumable stream's log (None: the store is unavailable), and the AI SDK's chat request when its
-    POST had a body. ``sent``: the headers that went out, which a resumed response repeats."""
+    POST had a body. ``sent``: the headers that went out, which a resumed response repeats, but for a
+    ``Content-Encoding`` of ours: the log keeps what the app wrote, uncompressed (a compressor is one
+    connection's), and a resume replays it as it is."""
     span = telemetry.span_context() if telemetry is not None else None  # made now: the log links it
+    if settings.compress != "off":
+        sent = [(name, value) for name, value in sent if name.lower() != b"content-encoding"]
     log = await shared.resume.open(scope, settings, sent, span)
     if log is None or not chat_body:
         return log, None
@@ -102,11 +107,13 @@ def open_stream(
     send: Send,
     forget: Callable[[], object],
     recovery: Plan | None = None,
+    coding: str | None = None,
 ) -> Stream:
     """The stream of a response that turned out to be one, its start already gone out, ready to run:
     ``message`` is the app's ``http.response.start``, ``kind`` the stream's (``headers.SSE``, ...),
     ``settings`` with the request's overrides, ``peek`` what the app read of its request body. Plain
-    arguments, no object to carry them, and no await: this runs once per stream."""
+    arguments, no object to carry them, and no await: this runs once per stream. ``coding``: the
+    content coding the start announced (its frames are compressed as they leave)."""
     check = _output_check(settings, peek) if settings.validate_json and kind != headers.BYTES else None
     core = shared.core if settings is shared.settings else settings.core()
     guards = (*shared.guards, *extra_guards)
@@ -135,6 +142,7 @@ def open_stream(
         (guarded, guards) if guarded is not None else None,
         chat_request,
         recovery,
+        Compressor() if coding is not None else None,
     )
 
 

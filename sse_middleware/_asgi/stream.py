@@ -22,24 +22,26 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
 from .._core import headers
+from .._core.compress import Compressor
 from .._core.deadlines import FINALIZE_SECONDS, next_deadline
 from .._core.errors import ErrorInfo
 from .._core.guarded import GuardedPipeline
 from .._core.lifecycle import LIVE, Lifecycle, Phase
 from .._core.pipeline import Pipeline
 from .._settings import StreamingSettings
-from .._types import Message, Send
+from .._types import Send
 from . import stream_end
 from .chat_resume import ChatIndex, ChatRequest
 from .disconnect import ClientWatch, Listener, hide_disconnects
 from .guards import Guard, GuardRunner
 from .recovery import Plan, Recovering
+from .stages import Body, Stage, compose
 from .stream_timers import StreamTimers
 from .watcher import Watcher
 from .writer import Writer
@@ -89,6 +91,7 @@ class Stream:
         guards: tuple[GuardedPipeline, Sequence[Guard]] | None,
         chat_request: ChatRequest | None,
         recovery: Plan | None = None,
+        encoder: Compressor | None = None,
     ) -> None:
         me = weakref.proxy(self)
         self._me = me  # the one proxy the parts get, the lazy ones included
@@ -110,20 +113,22 @@ class Stream:
             beat,
             trailers,
             log,
+            encoder,
         )
         self.timers: StreamTimers | None = None  # built when first asked: a short stream may never need them
         self.client_watch = client_watch
         self.may_listen = may_listen
-        self.guards: GuardRunner | None = None
-        self.body: Callable[[Message], Awaitable[None]] = self.writer.body
-        if guards is not None:
-            guarded, fns = guards
-            self.guards = GuardRunner(life, self.writer, guarded, fns, settings, telemetry, me)
-            self.body = self.guards.body
+        stages: list[Stage] = []  # the app's bodies reach the first (see stages.py)
         self.recovering: Recovering | None = None
         if recovery is not None:  # in front of everything: each run's bodies reach the rest spliced
             self.recovering = Recovering(recovery, settings, life, me, self.writer.clocks, telemetry)
-            self.body = self.recovering.wrap(self.body)
+            stages.append(self.recovering)
+        self.guards: GuardRunner | None = None
+        if guards is not None:
+            guarded, fns = guards
+            self.guards = GuardRunner(life, self.writer, guarded, fns, settings, telemetry, me)
+            stages.append(self.guards)
+        self.body: Body = compose(stages, self.writer.body) if stages else self.writer.body
         if log is not None:
             hide_disconnects(client_watch, me)
             if chat_request is not None:

@@ -14,6 +14,7 @@ from .._core.pipeline import Pipeline
 from .._types import Message, Send
 
 if TYPE_CHECKING:
+    from .._core.compress import Compressor
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
     from .backend import TaskCut
@@ -76,6 +77,7 @@ class WriterState:
         "_tell_stuck_at",
         "_trailers",
         "clocks",
+        "encoder",
         "index",
         "last_frame",
         "life",
@@ -102,6 +104,7 @@ class WriterState:
     timeout: float
     sending_since: float
     clocks: Clocks
+    encoder: Compressor | None
 
 
 def body_bytes(body: object) -> bytes:
@@ -114,3 +117,17 @@ def body_bytes(body: object) -> bytes:
 def body_frame(data: bytes) -> Message:
     """A body message with more to come."""
     return {"type": BODY, "body": data, "more_body": True}
+
+
+def encoded(encoder: Compressor, message: Message) -> Message:
+    """``message`` as it leaves a compressed stream: a body compressed and flushed (the last one ends
+    the compressed stream), trailers as they are. Any other message would carry bytes the compressor
+    never saw (a file sent by the server itself): the app's error, before anything of it is written."""
+    kind = message["type"]
+    if kind == BODY:
+        data = message.get("body", b"")
+        more = message.get("more_body", False)
+        return {"type": BODY, "body": encoder.frame(data) if more else encoder.end(data), "more_body": more}
+    if kind == "http.response.trailers":
+        return message
+    raise RuntimeError(f"{kind} cannot be sent on a stream the middleware compresses (compress='auto')")

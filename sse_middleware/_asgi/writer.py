@@ -4,9 +4,10 @@ once a response is a stream, and the per-token path that feeds it.
 :class:`Writer` owns what every write shares: the write lock (nothing is ever written inside a half-sent
 message), the write in flight (``sending_since``) and the one way it is cut (:meth:`Writer.cut`, a cancel
 scope around it), when it is stuck (:meth:`Writer.stuck_at`, which the watcher reads), the last write's
-time (``clocks.last_write``), the resume log every frame goes through first, and the telemetry's frame
-count. Everything else that writes (the timers' flush and heartbeat, the guards' approved text, the
-stream's last frame) asks it through a named method.
+time (``clocks.last_write``), the resume log every frame goes through first, the compressor every frame
+goes through last (``compress="auto"``), and the telemetry's frame count. Every frame leaves through one
+point, :meth:`Writer.put`. Everything else that writes (the timers' flush and heartbeat, the guards'
+approved text, the stream's last frame) asks it through a named method.
 
 The writer is *the client side* of a stream: it outlives nothing, but it knows nothing of the app's run
 either (the app's run ends through :class:`Ends`, the narrow interface the stream gives it), so a second
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -33,14 +34,17 @@ from .._types import Message, Send
 from .backend import TaskCut, cancel_scope
 from .last_write import LastWrites
 from .watcher import Watcher, scope_time
-from .write_lock import Ends, WriteLock, body_bytes, body_frame
+from .write_lock import Ends, WriteLock, body_bytes, body_frame, encoded
 from .writer_watch import WatchedWrites
 
 if TYPE_CHECKING:
+    from .._core.compress import Compressor
     from .._resume.log import StreamLog
     from .._telemetry.recorder import StreamTelemetry
 
 __all__ = ["LAST_FRAME_BYTES", "Writer", "body_bytes"]
+
+_INF: Final = math.inf
 
 LAST_FRAME_BYTES: Final = 4096
 """How much of its last frame a stream keeps through a silence (the ending looks at its last event): the
@@ -67,6 +71,7 @@ class Writer(WatchedWrites, LastWrites):
         heartbeat: float,
         trailers: bool,
         log: StreamLog | None,
+        encoder: Compressor | None = None,
     ) -> None:
         self._send = send
         self._ends = ends
@@ -75,6 +80,7 @@ class Writer(WatchedWrites, LastWrites):
         self.telemetry = telemetry
         self.watcher = watcher
         self.log = log
+        self.encoder = encoder  # compresses every frame as it leaves (None: the wire is the app's)
         self.lock = WriteLock()
         now = time.monotonic()
         self.clocks = Clocks(now, now)  # last_write, last_app
@@ -89,12 +95,15 @@ class Writer(WatchedWrites, LastWrites):
         self.index: Any = None  # called after each frame the log takes, until it returns True
         self.last_frame = b""  # the last frame the client has (or the log, detached); no heartbeat
 
-    # -- the per-token path --------------------------------------------------------------------------------
+    # -- the per-token path ---------------------------------------------------------------------------------
 
-    async def body(self, message: Message) -> None:
+    def body(self, message: Message) -> Awaitable[Any]:
         """The app's body, on a stream without guards: into the pipeline, and what comes out to the
-        client. The lock is taken before the frame is made, not just around the send: a flush of the
-        watcher's that waited for a slow client must not overtake text this send hands the pipeline."""
+        client. Not a coroutine function: it feeds the pipeline at once and hands back the one awaitable
+        that finishes the job (a frame's :meth:`put`, which frees the lock), so a frame costs one
+        coroutine, the write's. The lock is taken before the frame is made, not just around the send: a
+        flush of the watcher's that waited for a slow client must not overtake text this send hands the
+        pipeline."""
         try:  # a subscript, not get(): no method call per token (both keys are optional in ASGI)
             body = message["body"]
         except KeyError:
@@ -103,58 +112,56 @@ class Writer(WatchedWrites, LastWrites):
             body = body_bytes(body)
         lock, pipe = self.lock, self.pipe
         if lock.busy:
-            await lock.take()
-        else:
-            lock.busy = True
+            return self._when_free(message)
+        lock.busy = True
         try:
             now = self.clocks.last_app = time.monotonic()
             out = pipe.feed(body, now) if body else []
             if pipe.fault:  # the output can no longer be what its request declared: it ends here
-                if out:
-                    await self.frame(b"".join(out), now)
-                self._ends.end(self._ends.invalid_output())
-                return
+                return self._invalid(out, now)
             try:
                 more = message["more_body"]
             except KeyError:
                 more = False
             if not more:
                 out.extend(pipe.close())
-                await self.final(b"".join(out))
-                return
+                return self.final(b"".join(out))  # it frees the lock
+            coalescer = pipe.coalescer
+            if coalescer is not None and coalescer.due < self.watcher.target:  # inf: nothing is held
+                self.watcher.want(coalescer.due)  # merged text waits: make sure someone wakes for it
             if out:
                 data = out[0] if len(out) == 1 else b"".join(out)
                 if self.log is not None:
-                    await self.frame(data, now)
-                else:  # frame() without a log, inlined: one coroutine less per token (docs/benchmarks.md)
-                    self.last_frame = data
-                    if self.timeout:
-                        self.sending_since = now
-                        if self._tell_stuck_at:
-                            self.watcher.want(now + self.timeout)
-                    try:  # the app's own message when it is unchanged: no new dict per token
-                        await self._send(message if data is message["body"] else body_frame(data))
-                    except OSError:  # how ASGI >= 2.4 servers say the client is gone
-                        if not self._ends.client_left(cancel_app=False):
-                            raise  # the app hears it, as it would without us
-                        return
-                    except BaseException as exc:
-                        if self._given_up(exc):
-                            return
-                        raise
-                    finally:
-                        self.sending_since = 0.0
-                    self.clocks.last_write = now
-                    if self.telemetry is not None:
-                        self.telemetry.frame(len(data))
+                    return self._logged(data, now)
+                self.last_frame = data
+                # The app's own message when it is unchanged: no new dict per token.
+                return self.put(message if data is message["body"] else body_frame(data), now, len(data))
+        except BaseException:
+            lock.free()
+            raise
+        lock.busy = False  # taken and freed with no await between: nobody can be waiting for it
+        return _nothing()
+
+    async def _when_free(self, message: Message) -> None:
+        """The app's body when a write of the watcher's or the guards' holds the lock."""
+        lock = self.lock
+        while lock.busy:
+            await lock.freed().wait()
+        await self.body(message)
+
+    async def _logged(self, data: bytes, now: float) -> None:
+        try:
+            await self.frame(data, now)
         finally:
-            if lock.waiting is None:
-                lock.busy = False
-            else:
-                lock.free()
-        coalescer = pipe.coalescer
-        if coalescer is not None and coalescer.due < self.watcher.target:  # inf: nothing is held
-            self.watcher.want(coalescer.due)  # merged text waits: make sure someone wakes for it
+            self.lock.free()
+
+    async def _invalid(self, out: list[bytes], now: float) -> None:
+        try:
+            if out:
+                await self.frame(b"".join(out), now)
+            self._ends.end(self._ends.invalid_output())
+        finally:
+            self.lock.free()
 
     async def fed(self, body: bytes) -> None:
         """A guarded stream's body into its pipeline, and what the gate lets out at once to the client."""
@@ -183,9 +190,11 @@ class Writer(WatchedWrites, LastWrites):
         """A guarded stream's final body: what ``close()`` lets out, once every final check passed."""
         await self.lock.take()
         try:
-            await self.final(b"".join(close()))
-        finally:
+            data = b"".join(close())
+        except BaseException:
             self.lock.free()
+            raise
+        await self.final(data)  # it frees the lock
 
     def wake_by(self, when: float) -> None:
         """Make sure the watcher looks at the stream by ``when`` (inf: nothing to wait for)."""
@@ -205,30 +214,65 @@ class Writer(WatchedWrites, LastWrites):
                 self.index = None
             if self.life.detached:
                 return False
-        return await self._write(body_frame(data), now, until, len(data))
+        cut = cancel_scope(scope_time(until))
+        return await self.put(body_frame(data), now, len(data), until, cut) is True
 
-    async def _write(self, message: Message, now: float, until: float, size: int | None) -> bool:
-        """The one way a write is made cuttable: inside the scope :meth:`cut` cancels, its deadline
-        ``until`` (inf: the watcher looks at :meth:`stuck_at` and cuts it). Whether it completed.
-        ``size``: the frame's, for the telemetry (None: no frame of the stream's, the clock stays)."""
+    # -- the one frame-out point ---------------------------------------------------------------------------
+
+    async def put(
+        self,
+        message: Message,
+        now: float,
+        size: int = -1,
+        until: float = _INF,
+        cut: anyio.CancelScope | TaskCut | None = None,
+    ) -> bool | None:
+        """Every write of a stream's, and the only awaited call of the server's ``send``: the write in
+        flight (``sending_since``, and telling the watcher when it will be stuck), the one place a write
+        is cut (inside ``cut``, which :meth:`cut` cancels; its deadline is ``until``), the client gone
+        (``OSError``, ASGI >= 2.4), and the bookkeeping of a frame of ``size`` bytes that went out (the
+        last write's time, the telemetry's count; -1: none, the clock stays). True: written; False: cut,
+        or only logged (detached); None: the client was gone.
+
+        Without ``cut``: the app's own write on the per-token path, whose lock :meth:`body` took and this
+        frees. It has no cut of its own (a scope per token costs more than the rest of the path): the
+        lifecycle cancels the app to cut it (see :meth:`_given_up`)."""
+        if self.encoder is not None:
+            message = encoded(self.encoder, message)
         if self.timeout:
             self.sending_since = now
-            if until == math.inf and self._tell_stuck_at:
+            if self._tell_stuck_at and until == _INF:
                 self.watcher.want(now + self.timeout)
         try:
-            with cancel_scope(scope_time(until)) as scope:
-                self._in_flight = scope
+            if cut is None:
                 await self._send(message)
+            else:
+                with cut:
+                    self._in_flight = cut
+                    await self._send(message)
+                if cut.cancelled_caught:
+                    return False
         except OSError:  # how ASGI >= 2.4 servers say the client is gone
             if not self._ends.client_left(cancel_app=False):
                 raise  # the app hears it, as it would without us
-            return False
+            return None
+        except BaseException as exc:
+            if cut is None and self._given_up(exc):
+                return None
+            raise
         finally:
             self.sending_since = 0.0
-            self._in_flight = None
-        if scope.cancelled_caught or self.life.detached:
+            if cut is None:
+                lock = self.lock
+                if lock.waiting is None:
+                    lock.busy = False
+                else:
+                    lock.free()
+            else:
+                self._in_flight = None
+        if cut is not None and self.life.detached:
             return False
-        if size is not None:
+        if size >= 0:
             self.clocks.last_write = now
             if self.telemetry is not None:
                 self.telemetry.frame(size)
@@ -241,7 +285,8 @@ class Writer(WatchedWrites, LastWrites):
         if len(self.last_frame) > LAST_FRAME_BYTES:  # a silence: see LAST_FRAME_BYTES
             self.last_frame = self.last_frame[-LAST_FRAME_BYTES:]
         try:
-            written = await self._write(body_frame(data), now, until, len(data))
+            cut = cancel_scope(scope_time(until))
+            written = await self.put(body_frame(data), now, len(data), until, cut) is True
         finally:
             self.lock.free()
         if written and self.telemetry is not None:
@@ -257,7 +302,7 @@ class Writer(WatchedWrites, LastWrites):
             if merged:
                 await self.frame(merged, now)
             if not self.life.detached:
-                await self._write(message, now, math.inf, None)
+                await self.put(message, now, -1, math.inf, cancel_scope())
         finally:
             self.lock.free()
 
@@ -277,3 +322,7 @@ class Writer(WatchedWrites, LastWrites):
         ``finally`` (an upstream's ``async with``) would wait for the cyclic GC."""
         life = self.life
         return life.ours and not life.connected and isinstance(exc, anyio.get_cancelled_exc_class())
+
+
+async def _nothing() -> None:
+    """What the app awaits for a body that wrote nothing (its text waits to be merged)."""

@@ -234,20 +234,32 @@ def _content_length(tl: Timeline) -> Finding | None:
 
 
 def _compressed(tl: Timeline, m: Measures, buffered: bool) -> Finding | None:
+    """A compressed stream is fine when every read decodes to whole events (a sync flush per frame, as
+    ``compress="auto"`` and nginx with ``X-Accel-Buffering: no`` do): then nothing is said."""
     encoding = tl.header("content-encoding")
     if encoding is None or encoding.strip().lower() == "identity":
         return None
-    title = f"The event stream was compressed (Content-Encoding: {encoding}; {m.wire_bytes} bytes on the "
-    title += f"wire for {m.body_bytes})" + ("." if buffered else "; it streamed anyway, each chunk flushed.")
+    sizes = f"{m.wire_bytes} bytes on the wire for {m.body_bytes}"
+    if buffered:
+        title = f"The event stream was compressed (Content-Encoding: {encoding}; {sizes})."
+    elif m.split_reads:
+        title = (
+            f"The event stream was compressed (Content-Encoding: {encoding}; {sizes}), and "
+            f"{m.split_reads} of {m.frames} reads stopped inside an event: compressed frames do not "
+            "arrive as they are written."
+        )
+    else:
+        return None
     return Finding(
         "compressed",
         buffered,
         title,
         "A compression layer (nginx `gzip on` with text/event-stream in gzip_types, a CDN, a gzip "
         "middleware) compresses the stream. Compressors hold output until their buffer fills unless "
-        "told to flush, and tiny events gain little.",
-        "Exclude text/event-stream from compression, or send `X-Accel-Buffering: no` so nginx flushes "
-        "every chunk (StreamingMiddleware does).",
+        "told to flush after each event.",
+        'Compress where the events are known: StreamingSettings(compress="auto") flushes after every '
+        "frame. Or exclude text/event-stream from compression, or send `X-Accel-Buffering: no` so nginx "
+        "flushes every chunk (StreamingMiddleware does).",
     )
 
 

@@ -29,6 +29,8 @@ class Measures:
     frames_per_s: float | None
     silence_s: float  # the longest stretch with no byte, from the response head to the end
     silence_from: float
+    encoding: str | None  # the Content-Encoding (None: identity)
+    split_reads: int  # compressed reads that did not end at an event's (or a line's) end
 
 
 def units(tl: Timeline) -> list[float]:
@@ -61,6 +63,8 @@ def measure(tl: Timeline) -> Measures:
         frames_per_s=rate(read_times),
         silence_s=silence,
         silence_from=start,
+        encoding=tl.encoding,
+        split_reads=tl.split_reads,
     )
 
 

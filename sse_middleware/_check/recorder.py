@@ -50,6 +50,8 @@ class Timeline:
     ending: Ending = "end"
     reason: str = ""  # why the stream was cut
     unfinished: int = 0  # bytes of an event still open when the stream stopped
+    encoding: str | None = None  # the Content-Encoding decoded (None: identity)
+    split_reads: int = 0  # compressed reads that stopped inside an event (or a line)
 
     def header(self, name: str) -> str | None:
         values = [value for key, value in self.headers if key.lower() == name]
@@ -88,6 +90,7 @@ class Recorder:
             )
         tl.sse = content_type.partition(";")[0].strip().lower() == "text/event-stream"
         encoding = (tl.header("content-encoding") or "identity").strip().lower()
+        tl.encoding = None if encoding == "identity" else encoding
         if encoding in ("gzip", "x-gzip"):
             self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":  # meant to be zlib-wrapped, sometimes raw: the first bytes decide
@@ -102,8 +105,12 @@ class Recorder:
 
     def feed(self, now: float, wire: bytes) -> None:
         """One read's bytes as they came off the wire. Raises ``ValueError`` for a corrupt compressed body."""
-        self.timeline.reads.append((now, len(wire)))
-        self._body(now, self._decode(wire))
+        tl = self.timeline
+        tl.reads.append((now, len(wire)))
+        data = self._decode(wire)
+        self._body(now, data)
+        if self._decoder is not None and (self._framer.pending if tl.sse else self._open_line):
+            tl.split_reads += 1  # the compressor flushed by size, not at the end of a frame
 
     def close(self, now: float, ending: Ending, reason: str = "") -> Timeline:
         tl = self.timeline

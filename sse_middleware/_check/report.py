@@ -84,7 +84,8 @@ def human(
         f"   total {_s(m.total_s)}" + {"end": "", "cut": " (cut)", "timeout": " (still open)"}[tl.ending],
         f"  {m.events} events ({m.content_events} with content, {m.heartbeats} heartbeats) in {m.frames} "
         f"frame(s); {m.wire_bytes} bytes on the wire"
-        + (f", {m.body_bytes} decoded" if m.body_bytes != m.wire_bytes else ""),
+        + (f", {m.body_bytes} decoded" if m.body_bytes != m.wire_bytes else "")
+        + (f"; {m.encoding}: " + _whole(m) if m.encoding else ""),
         f"  gaps between events: p50 {_s(m.gaps_p50_s)}, p95 {_s(m.gaps_p95_s)}, max {_s(m.gaps_max_s)}; "
         f"{_rate(m.events_per_s)} events/s, {_rate(m.frames_per_s)} frames/s; "
         f"longest silence {_s(m.silence_s)}",
@@ -133,6 +134,12 @@ def timeline(tl: Timeline, *, ascii: bool = False) -> list[str]:
         f"   {''.join(marks).rstrip()}",
         "   H headers, T first content, h heartbeat, E end marker, ! error event, x cut, > still open",
     ]
+
+
+def _whole(m: Measures) -> str:
+    if not m.split_reads:
+        return "every read decoded to whole events (compressed frames arrive as written)"
+    return f"{m.split_reads} of {m.frames} reads stopped inside an event"
 
 
 def _s(value: float | None) -> str:

@@ -47,11 +47,14 @@ def stream_kind(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def stream_headers(headers: RawHeaders) -> list[tuple[bytes, bytes]]:
+def stream_headers(headers: RawHeaders, coding: str | None = None) -> list[tuple[bytes, bytes]]:
     """The app's headers with anti-buffering added. An app's Cache-Control is kept and gains no-transform.
 
     ``Connection`` is never sent: it is forbidden in HTTP/2 and the server owns it in HTTP/1.1.
     ``Content-Encoding`` is left alone: a stream the app compressed itself is its own business.
+    ``coding``: the stream is compressed by us (the app's had none): ``Content-Encoding`` says so, and
+    ``Vary`` gains ``Accept-Encoding`` (appended to the app's own), so no cache serves it to a client
+    that did not ask for it.
     """
     cache: list[bytes] = []
     out: list[tuple[bytes, bytes]] = []
@@ -62,6 +65,8 @@ def stream_headers(headers: RawHeaders) -> list[tuple[bytes, bytes]]:
                 cache.append(value)
             continue
         out.append((name, value))
+    if coding is not None:
+        _encoded(out, coding)
     if cache:
         directives = b", ".join(cache)
         if b"no-transform" not in directives.lower():
@@ -73,6 +78,20 @@ def stream_headers(headers: RawHeaders) -> list[tuple[bytes, bytes]]:
     return out
 
 
+def _encoded(out: list[tuple[bytes, bytes]], coding: str) -> None:
+    """``Content-Encoding: coding``, and ``Accept-Encoding`` in ``Vary`` (the app's last ``Vary`` gains
+    it, unless it names it or ``*`` already)."""
+    out.append((b"content-encoding", coding.encode()))
+    for i in range(len(out) - 1, -1, -1):
+        name, value = out[i]
+        if name.lower() == b"vary":
+            named = [v.strip().lower() for v in value.split(b",")]
+            if b"*" not in named and b"accept-encoding" not in named:
+                out[i] = (name, value + b", accept-encoding" if value.strip() else b"accept-encoding")
+            return
+    out.append((b"vary", b"accept-encoding"))
+
+
 def has_request_body(headers: RawHeaders) -> bool:
     """Whether the request may carry a body still to be read (then the app owns ``receive``)."""
     for name, value in headers:
@@ -82,3 +101,11 @@ def has_request_body(headers: RawHeaders) -> bool:
         if lowered == b"content-length":
             return value.strip() not in (b"0", b"")
     return False
+
+
+def content_coding(headers: RawHeaders) -> bytes | None:
+    """The response's ``Content-Encoding`` as the app set it (any value, ``identity`` too), or None."""
+    for name, value in headers:
+        if name.lower() == b"content-encoding":
+            return value
+    return None

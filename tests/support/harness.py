@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,10 @@ class Wire:
     when the Nth body send arrives (before it is delivered). ``block_at``: the Nth body send blocks (a
     client that stopped reading) until cancelled, or for ``block_for`` seconds. ``raise_at``: the Nth body
     send raises RuntimeError (a server-side protocol error). Under style ``"2.4"`` a send after the
-    client left raises ``error``; ``quiet_receive`` keeps ``receive`` from telling (only ``send`` does)."""
+    client left raises ``error``; ``quiet_receive`` keeps ``receive`` from telling (only ``send`` does).
+    ``yield_for``: every body send yields to the loop for that long before it is delivered, as a real
+    server's does under flow control (uvicorn's awaits its transport's drain), so other tasks run while a
+    write is in flight; ``on_body(n)`` is called as the Nth body send arrives (a test acts mid-write)."""
 
     style: str = "2.3"
     request_body: bytes = b""
@@ -70,6 +74,8 @@ class Wire:
     raise_at: int | None = None
     error: type[OSError] = OSError
     quiet_receive: bool = False
+    yield_for: float = 0.0
+    on_body: Callable[[int], object] | None = None
     messages: list[Message] = field(default_factory=list)
     gone: bool = False
     raised: int = 0  # errors raised to the middleware
@@ -96,6 +102,8 @@ class Wire:
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.body":
             self.bodies += 1
+            if self.on_body is not None:
+                self.on_body(self.bodies)
             if self.bodies == self.leave_at:
                 self.leave()
             if self.bodies == self.block_at and not self.gone:
@@ -103,6 +111,8 @@ class Wire:
             if self.bodies == self.raise_at:
                 self.raised += 1
                 raise RuntimeError("protocol error in the server")
+            if self.yield_for:
+                await anyio.sleep(self.yield_for)
         if self.gone:
             self.after_gone += 1
             if self.style == "2.4":
