@@ -56,6 +56,7 @@ from .._telemetry.resume import (
     traceparent,
 )
 from .._types import Message, Receive, Scope, Send
+from .takeover import orphan_ending
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
@@ -128,7 +129,7 @@ class Resumption:
         )
         try:
             with anyio.fail_after(STORE_SECONDS):
-                writer = await self.store.create(stream, info, settings.resume_ttl)
+                writer = await self.store.create(stream, info, settings.resume_ttl, settings.resume_lease)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable at stream start", exc)
             self._unavailable(scope)
@@ -204,10 +205,9 @@ class Resumption:
             return REFUSED, None
         if position.seq < found.first - 1:
             return UNKNOWN, None  # events it lacks are no longer kept: a gap is worse than a new answer
-        if found.end is not None and position.seq >= found.last:
-            # Nothing left to send. After a clean end, tell EventSource to stop; after a cut, the app.
-            return (DELIVERED, found) if found.end else (UNKNOWN, None)
-        return RESUMED, found
+        if found.end and position.seq >= found.last:
+            return DELIVERED, found  # nothing left to send: tell EventSource to stop
+        return RESUMED, found  # a cut log's resume ends with the format's error: never a short success
 
     def drain(self) -> None:
         """The server is stopping: end every resumed response now (their clients reconnect elsewhere)."""
@@ -251,6 +251,10 @@ class _Follow:
                 async with anyio.create_task_group() as task_group:
                     task_group.start_soon(self._watch, receive)
                     await self._pump()
+                    if self.complete is False:  # cut, or its producer died: not a clean end
+                        await self._body(
+                            await orphan_ending(owner.store, self._position.stream, owner.settings, headers)
+                        )
                     task_group.cancel_scope.cancel()
             with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
                 await self._write({"type": "http.response.body", "body": b"", "more_body": False})

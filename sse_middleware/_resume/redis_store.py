@@ -9,9 +9,12 @@ commands only, no transaction) goes to the one node that holds it:
   with ``e`` = 1 (complete) or 0. ``XTRIM MINID`` keeps the log's window; ``XREAD BLOCK`` follows it.
 - ``sse_middleware:{S}:info``: a hash with the caller digest ``c``, the span link ``l``, the response
   headers ``h`` and the oldest position kept ``f``.
-- ``...:writer`` and ``...:readers``: short-lived keys that a live producer and its followers refresh
-  every :data:`TOUCH` seconds. A follower whose producer's key is gone (a host died) ends; a producer sees
-  that someone follows.
+- ``...:writer``: the producer's lease, its random token for ``resume_lease`` seconds, renewed every third
+  of that. Every XADD is fenced by it (:data:`_APPEND`, one script: check, renew, append), so a producer
+  that lost its lease writes nothing more. A lease that ran out with no end marker means its host died:
+  the log is *orphaned* (:meth:`RedisStore.find`, :class:`RedisReader`).
+- ``...:readers``: a short-lived key that followers refresh every :data:`TOUCH` seconds, so a producer
+  sees that someone follows.
 
 **Per-append cost.** ``write`` appends to a list and, if the flusher sleeps, sets an event: no await, no
 network in the app's send path. A flusher task per stream sends everything pending in one pipeline (one
@@ -29,6 +32,7 @@ import collections
 import contextlib
 import json
 import math
+import secrets
 import time
 import weakref
 from typing import Any, Final
@@ -43,6 +47,18 @@ GATHER: Final = 0.05
 coalescing window: a pipeline costs far more CPU than a token's trip through the middleware. Followers
 elsewhere see events this much later; a producer host that dies loses at most this much of its log."""
 _ALIVE_MS: Final = int(TOUCH * 3 * 1000)
+_APPEND: Final = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return redis.error_reply('LEASE another producer holds this stream') end
+if ARGV[3] ~= '' then redis.call('XADD', KEYS[2], ARGV[3], unpack(ARGV, 4)) end
+if ARGV[2] == '-1' then redis.call('DEL', KEYS[1])
+elseif ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 1
+"""
+"""One round of a producer, fenced by its lease (KEYS: the lease, the log): refused when another
+producer holds the lease; appends the entry ARGV[3] with the fields after it ('': none); then renews
+the lease (ARGV[2]: its milliseconds; '0': not this round; '-1': let it go, the log has ended). A lease
+that ran out while its producer lived (a long pause) is taken back, unless another host took it."""
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
 _flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
@@ -85,16 +101,17 @@ class RedisStore(Store):
             client = self._clients[loop] = connect(self._address, timeout=_TIMEOUT, connect_timeout=TOUCH)
         return client
 
-    async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
+    async def create(self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0) -> Writer:
         client = self.client()
         _, info_key, writer_key, _ = _keys(stream)
         headers = json.dumps([[k.decode("latin-1"), v.decode("latin-1")] for k, v in info.headers])
+        token = secrets.token_bytes(16)
         pipe = client.pipeline(transaction=False)
         pipe.hset(info_key, mapping={"c": info.caller, "l": info.link, "h": headers, "f": 1})
         pipe.pexpire(info_key, _live_ms(ttl))
-        pipe.set(writer_key, b"1", px=_ALIVE_MS)
+        pipe.set(writer_key, token, px=_lease_ms(lease))
         await _execute(pipe)
-        return RedisWriter(client, stream, ttl, self)
+        return RedisWriter(client, stream, ttl, self, (token, lease))
 
     async def find(self, stream: str) -> Found | None:
         key, info_key, writer_key, _ = _keys(stream)
@@ -115,9 +132,8 @@ class RedisStore(Store):
             last = max(last, seq)
             if kind == 1:
                 end = entry.get(b"e") == b"1"
-        if end is None and not alive:
-            end = False  # its producer is gone without an end marker
-        return Found(info, first, last, end)
+        orphaned = end is None and not alive  # its producer's lease ran out without an end marker
+        return Found(info, first, last, False if orphaned else end, orphaned)
 
     def reader(self, stream: str, after: int) -> Reader:
         return RedisReader(self.client(), stream, after)
@@ -147,23 +163,37 @@ class RedisStore(Store):
 
 
 class RedisWriter(Writer):
-    def __init__(self, client: Client, stream: str, ttl: float, store: RedisStore) -> None:
+    """``lease``: the producer's token and the lease's seconds; ``last``: the position the log is at (a
+    producer that takes a stream over goes on from there)."""
+
+    def __init__(
+        self,
+        client: Client,
+        stream: str,
+        ttl: float,
+        store: RedisStore,
+        lease: tuple[bytes, float],
+        last: int = 0,
+    ) -> None:
         self._client = client
         self._keys = _keys(stream)
+        self._token, seconds = lease
+        self._lease_ms = _lease_ms(seconds)
+        self._beat = min(TOUCH, seconds / 3)  # an idle producer's signs of life, its lease renewed
         self._stream = stream
         self._chat = ""  # the chat index key this log answers, once index() names one
         self._chat_written = True
         self._ttl_ms = max(1, int(ttl * 1000))
         self._store = store
         self._pending: collections.deque[bytes] = collections.deque()
-        self._last = 0  # the last position written (or skipped as too large)
+        self._last = last  # the last position written (or skipped as too large)
         self._first = self._first_sent = 1
         self._complete: bool | None = None  # set by end(): the flusher's last round writes the marker
         self._wake = asyncio.Event()
         self._woken = False
         self._done = asyncio.Event()
         self._flushed_at = self._touched_at = -math.inf
-        task = asyncio.get_running_loop().create_task(self._run())
+        task = self._task = asyncio.get_running_loop().create_task(self._run())
         _flushers.add(task)
         task.add_done_callback(_flushers.discard)
 
@@ -196,9 +226,9 @@ class RedisWriter(Writer):
         try:
             while True:
                 if not self._pending and self._complete is None:
-                    # Idle: wake at least every TOUCH seconds to say the producer is alive.
+                    # Idle: wake at least every beat to renew the lease.
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), TOUCH)
+                        await asyncio.wait_for(self._wake.wait(), self._beat)
                 gather = self._flushed_at + GATHER - time.monotonic()
                 if gather > 0 and self._complete is None:
                     await asyncio.sleep(gather)  # more of the burst joins this batch
@@ -218,12 +248,17 @@ class RedisWriter(Writer):
 
     async def _flush(self, final: bool) -> None:
         key, info_key, writer_key, readers_key = self._keys
+        now = time.monotonic()
+        touch = final or now - self._touched_at >= self._beat / 2  # signs of life: not with every batch
         pipe = self._client.pipeline(transaction=False)
+        fence = (_APPEND, 2, writer_key, key, self._token)
         if self._pending:
             batch = list(self._pending)
             self._pending.clear()
             sizes = b",".join(b"%d" % len(data) for data in batch)
-            pipe.xadd(key, {"d": b"".join(batch), "n": sizes}, id=f"{self._last}-0")
+            pipe.eval(*fence, self._lease_ms, f"{self._last}-0", "d", b"".join(batch), "n", sizes)
+        elif touch and not final:
+            pipe.eval(*fence, self._lease_ms, "")
         if self._first != self._first_sent:
             self._first_sent = self._first
             pipe.xtrim(key, minid=f"{self._first}-0", approximate=False)
@@ -231,13 +266,8 @@ class RedisWriter(Writer):
         if not self._chat_written:
             self._chat_written = True
             pipe.set(self._chat, self._stream, px=_live_ms(self._ttl_ms / 1000))
-        now = time.monotonic()
-        touch = final or now - self._touched_at >= TOUCH / 2  # signs of life: not with every batch
         if final:
-            pipe.xadd(key, {"e": b"1" if self._complete else b"0"}, id=f"{self._last}-1")
-            pipe.delete(writer_key)
-        elif touch:
-            pipe.set(writer_key, b"1", px=_ALIVE_MS)
+            pipe.eval(*fence, -1, f"{self._last}-1", "e", b"1" if self._complete else b"0")
         if touch:
             self._touched_at = now
             expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
@@ -294,11 +324,16 @@ class RedisReader(Reader):
                 at += size
             self._after = max(self._after, last)
         if not out and not alive:
-            return out, False  # the producer died without an end marker
+            self.orphaned = True  # the producer's lease ran out without an end marker: it died
+            return out, False
         return out, None
 
     async def _watch(self, on: bool) -> None:
         """Every ``read`` says the reader is there; the key expires on its own once they stop."""
+
+
+def _lease_ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
 
 
 def _live_ms(ttl: float) -> int:

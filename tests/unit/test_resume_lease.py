@@ -1,0 +1,95 @@
+"""A producer's lease in a shared store (a real redis-server): a producer that dies mid-stream (its
+flusher stops, as when its host is SIGKILLed) lets its lease run out, and a resume of its log ends with
+the format's error event, never a clean end that reads as the whole answer. The memory store keeps no
+lease (a dead process takes its readers with it). Two hosts and a real SIGKILL: tests/e2e/test_takeover.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from sse_middleware import StreamingMiddleware, StreamingSettings
+from sse_middleware._resume import redis_store
+from sse_middleware._resume.log import StreamLog
+from sse_middleware._types import Receive, Scope, Send
+
+from ..support.harness import Wire, scope
+from ..support.redis import RedisServer
+from ..support.resume_matrix import _redis  # noqa: F401
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a real redis-server: the full run
+ALICE = [(b"authorization", b"Bearer alice")]
+SSE = [(b"content-type", b"text/event-stream")]
+LEASE = 0.3
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis-py is asyncio only
+
+
+async def _nobody(scope: Scope, receive: Receive, send: Send) -> None:
+    raise AssertionError("a resume of a known log never reaches the app")
+
+
+def chunk(text: str | None) -> bytes:
+    delta = {"content": text} if text is not None else {}
+    finish = None if text is not None else "stop"
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+async def producing(mw: StreamingMiddleware, words: list[str]) -> StreamLog:
+    log = await mw.resume.open(scope() | {"headers": ALICE}, mw.settings, SSE)
+    assert log is not None
+    for word in words:
+        log.append(chunk(word))
+    await anyio.sleep(redis_store.GATHER * 4)  # flushed
+    return log
+
+
+def die(log: StreamLog) -> None:
+    """The producer's host is gone: its flusher stops, so nothing renews its lease."""
+    writer: Any = log._writer
+    writer._task.cancel()
+
+
+async def resume(mw: StreamingMiddleware, log: StreamLog, seq: int) -> Wire:
+    client = Wire()
+    headers = [*ALICE, (b"last-event-id", f"{log.stream}.{seq}".encode())]
+    with anyio.fail_after(20):
+        await mw(scope() | {"headers": headers}, client.receive, client.send)
+    return client
+
+
+async def test_a_dead_producers_log_resumes_with_the_formats_error(redis: RedisServer) -> None:
+    settings = StreamingSettings(
+        resume=True, resume_store=redis.url, resume_lease=LEASE, heartbeat_interval=0
+    )
+    mw = StreamingMiddleware(_nobody, settings)
+    log = await producing(mw, ["Hello", " world"])
+    die(log)
+    client = await resume(mw, log, 1)
+    events = client.events()
+    assert [json.loads(e.data)["choices"][0]["delta"]["content"] for e in events[:1]] == [" world"]
+    assert len(events) == 2 and "error" in json.loads(events[1].data)  # the openai format's error
+    assert client.complete and b"[DONE]" not in client.data
+    # The same at the log's last position (the client has all the log holds): the error alone.
+    at_end = await resume(mw, log, 2)
+    assert [list(json.loads(e.data)) for e in at_end.events()] == [["error"]]
+    # Control: a producer that lives, and ends its stream, gives a clean, whole resume.
+    alive = await producing(mw, ["Hello", " world"])
+    await anyio.sleep(LEASE * 3)  # longer than the lease: renewed, not run out
+    alive.append(chunk(None))
+    alive.append(b"data: [DONE]\n\n")
+    await alive.close(True)
+    whole = await resume(mw, alive, 1)
+    assert [e.data for e in whole.events()][-1] == "[DONE]" and b'"error"' not in whole.data
