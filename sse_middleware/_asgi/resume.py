@@ -33,6 +33,7 @@ from .._core.resume import (
     bind,
     default_caller,
     identity,
+    keep_request,
     last_event_id,
     new_stream,
     parse_store_url,
@@ -108,12 +109,14 @@ class Resumption:
         settings: StreamingSettings,
         headers: Sequence[tuple[bytes, bytes]] = (),
         span: SpanContext | None = None,
+        body: bytes | None = None,
     ) -> StreamLog | None:
         """A log for a stream starting now, or None (resume off for it, or the store down: logged once).
 
         ``settings``: the response's effective settings. ``headers``: the response's, kept for the resumed
         responses (``Set-Cookie``, ``Date``, ``Server`` and framing headers are not). ``span``: the
-        stream span's ``SpanContext``, for the resumed spans' links.
+        stream span's ``SpanContext``, for the resumed spans' links. ``body``: the request's body when
+        the stream is recoverable: the request is kept with the log, for a host that takes it over.
         """
         if not settings.resume:
             return None
@@ -129,7 +132,10 @@ class Resumption:
         )
         try:
             with anyio.fail_after(STORE_SECONDS):
-                writer = await self.store.create(stream, info, settings.resume_ttl, settings.resume_lease)
+                kept = keep_request(scope, body).encode() if body is not None else b""
+                writer = await self.store.create(
+                    stream, info, settings.resume_ttl, settings.resume_lease, kept
+                )
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable at stream start", exc)
             self._unavailable(scope)

@@ -9,6 +9,8 @@ commands only, no transaction) goes to the one node that holds it:
   with ``e`` = 1 (complete) or 0. ``XTRIM MINID`` keeps the log's window; ``XREAD BLOCK`` follows it.
 - ``sse_middleware:{S}:info``: a hash with the caller digest ``c``, the span link ``l``, the response
   headers ``h`` and the oldest position kept ``f``.
+- ``...:request``: the request kept for a takeover (its line, headers but credentials, body), as long as
+  the log.
 - ``...:writer``: the producer's lease, its random token for ``resume_lease`` seconds, renewed every third
   of that. Every XADD is fenced by it (:data:`_APPEND`, one script: check, renew, append), so a producer
   that lost its lease writes nothing more. A lease that ran out with no end marker means its host died:
@@ -74,6 +76,11 @@ def _stop_key(stream: str) -> str:
     return f"sse_middleware:{{{stream}}}:stop"
 
 
+def _request_key(stream: str) -> str:
+    """The request kept with a log, apart from its info: only a takeover reads it (it may be 1 MiB)."""
+    return f"sse_middleware:{{{stream}}}:request"
+
+
 def _keys(stream: str) -> tuple[str, str, str, str]:
     base = f"sse_middleware:{{{stream}}}"
     return base, base + ":info", base + ":writer", base + ":readers"
@@ -101,7 +108,9 @@ class RedisStore(Store):
             client = self._clients[loop] = connect(self._address, timeout=_TIMEOUT, connect_timeout=TOUCH)
         return client
 
-    async def create(self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0) -> Writer:
+    async def create(
+        self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0, request: bytes = b""
+    ) -> Writer:
         client = self.client()
         _, info_key, writer_key, _ = _keys(stream)
         headers = json.dumps([[k.decode("latin-1"), v.decode("latin-1")] for k, v in info.headers])
@@ -110,8 +119,16 @@ class RedisStore(Store):
         pipe.hset(info_key, mapping={"c": info.caller, "l": info.link, "h": headers, "f": 1})
         pipe.pexpire(info_key, _live_ms(ttl))
         pipe.set(writer_key, token, px=_lease_ms(lease))
+        if request:
+            pipe.set(_request_key(stream), request, px=_live_ms(ttl))
         await _execute(pipe)
         return RedisWriter(client, stream, ttl, self, (token, lease))
+
+    async def request(self, stream: str) -> bytes | None:
+        pipe = self.client().pipeline(transaction=False)
+        pipe.get(_request_key(stream))
+        (kept,) = await _execute(pipe)
+        return bytes(kept) if kept else None
 
     async def find(self, stream: str) -> Found | None:
         key, info_key, writer_key, _ = _keys(stream)
@@ -273,6 +290,7 @@ class RedisWriter(Writer):
             expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
             pipe.pexpire(key, expire_ms)
             pipe.pexpire(info_key, expire_ms)
+            pipe.pexpire(_request_key(self._stream), expire_ms)
             if self._chat:
                 pipe.pexpire(self._chat, expire_ms)
             pipe.exists(_stop_key(self._stream))

@@ -112,10 +112,17 @@ class Store(abc.ABC):
         self._warned = False
 
     @abc.abstractmethod
-    async def create(self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0) -> Writer:
+    async def create(
+        self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0, request: bytes = b""
+    ) -> Writer:
         """Start a log; raises StoreError (then the stream runs without resume). ``lease``: seconds the
         producer's lease lasts unless its writer renews it (a store shared by hosts; see
-        :class:`Found`'s ``orphaned``)."""
+        :class:`Found`'s ``orphaned``). ``request``: a :class:`~.._core.resume.KeptRequest`, encoded,
+        kept as long as the log for a host that takes the stream over (b"": none)."""
+
+    async def request(self, stream: str) -> bytes | None:
+        """The request :meth:`create` kept with the log, if any; raises StoreError."""
+        return None
 
     @abc.abstractmethod
     async def find(self, stream: str) -> Found | None:

@@ -1,7 +1,9 @@
-"""A producer's lease in a shared store (a real redis-server): a producer that dies mid-stream (its
-flusher stops, as when its host is SIGKILLed) lets its lease run out, and a resume of its log ends with
-the format's error event, never a clean end that reads as the whole answer. The memory store keeps no
-lease (a dead process takes its readers with it). Two hosts and a real SIGKILL: tests/e2e/test_takeover.py.
+"""A producer's lease and its kept request in a shared store (a real redis-server). A producer that dies
+mid-stream (its flusher stops, as when its host is SIGKILLed) lets its lease run out, and a resume of its
+log ends with the format's error event, never a clean end that reads as the whole answer. A recoverable
+stream keeps its request with its log (without the caller's credentials), for a host that takes it over.
+The memory store keeps neither (a dead process takes its readers with it). Two hosts and a real SIGKILL:
+tests/e2e/test_takeover.py.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import anyio
 import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings
+from sse_middleware._core.resume import KeptRequest
 from sse_middleware._resume import redis_store
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._types import Receive, Scope, Send
 
 from ..support.harness import Wire, scope
-from ..support.redis import RedisServer
+from ..support.redis import RedisServer, redis_client
 from ..support.resume_matrix import _redis  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # a real redis-server: the full run
@@ -93,3 +96,53 @@ async def test_a_dead_producers_log_resumes_with_the_formats_error(redis: RedisS
     await alive.close(True)
     whole = await resume(mw, alive, 1)
     assert [e.data for e in whole.events()][-1] == "[DONE]" and b'"error"' not in whole.data
+
+
+# -- the request kept with the log ----------------------------------------------------------------
+
+
+async def _chat_app(scope: Scope, receive: Receive, send: Send) -> None:
+    while (await receive()).get("more_body"):  # the body read whole: recovery can hold it
+        pass
+    await send({"type": "http.response.start", "status": 200, "headers": SSE})
+    await send({"type": "http.response.body", "body": chunk("Hi"), "more_body": True})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+
+async def _kept(redis: RedisServer, **changes: Any) -> tuple[KeptRequest | None, int]:
+    """A POST streamed through the middleware; the request its log kept, and the key's time to live."""
+    settings = StreamingSettings(resume=True, resume_store=redis.url, resume_ttl=120, **changes)
+    mw = StreamingMiddleware(_chat_app, settings)
+    headers = [
+        *ALICE,
+        (b"cookie", b"s=1"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"13"),
+    ]
+    client = Wire(request_body=b'{"prompt":1}\n')
+    with anyio.fail_after(10):
+        await mw(scope("POST", headers, "/v1/chat", b"a=1"), client.receive, client.send)
+    stream = client.events()[0].id.partition(".")[0]
+    raw = await mw.resume.store.request(stream)
+    kept = KeptRequest.decode(raw) if raw is not None else None
+    async with redis_client(redis) as direct:
+        ttl = await direct.pttl(f"sse_middleware:{{{stream}}}:request")
+    return kept, ttl
+
+
+async def test_a_recoverable_stream_keeps_its_request_with_the_log_and_its_ttl(redis: RedisServer) -> None:
+    kept, ttl = await _kept(redis, recover="continue")
+    assert kept is not None and kept.body == b'{"prompt":1}\n'
+    assert (kept.method, kept.path, kept.query) == ("POST", "/v1/chat", b"a=1")
+    assert (b"content-type", b"application/json") in kept.headers
+    names = {name for name, _ in kept.headers}
+    assert b"authorization" not in names and b"cookie" not in names  # credentials are never stored
+    assert 110_000 < ttl <= 120_000  # the ended log's TTL (resume_ttl)
+    # A re-run's scope: the kept request with the resuming caller's credentials.
+    resuming = scope("GET", [(b"authorization", b"Bearer alice"), (b"last-event-id", b"x.1")], "/other")
+    again = kept.scope(resuming)
+    assert again["method"] == "POST" and again["path"] == "/v1/chat" and again["query_string"] == b"a=1"
+    assert (b"authorization", b"Bearer alice") in again["headers"]
+    assert b"last-event-id" not in {name for name, _ in again["headers"]}
+    # Control: with recovery off (the default) nothing of the request is kept.
+    assert await _kept(redis) == (None, -2)
