@@ -56,12 +56,14 @@ from .._telemetry.resume import (
     ResumeTelemetry,
     traceparent,
 )
-from .._types import Message, Receive, Scope, Send
-from .takeover import orphan_ending
+from .._types import ASGIApp, Message, Receive, Scope, Send
+from .takeover import orphan_ending, take_over
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from opentelemetry.trace import SpanContext
 
+_TAKEOVERS: Final = 3  # a stream whose takers keep dying ends with its error after this many
 STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
 REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
 _DROPPED: Final = frozenset(
@@ -86,6 +88,7 @@ class Resumption:
         self._rest_until = -math.inf
         self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
         self.stopping = False
+        self.app: ASGIApp | None = None  # the app a takeover runs again (set by the middleware; None: none)
         # Whether a request may name a log this middleware can find (read it; set here and by open()):
         # resume on, or a store other processes write to, or a stream that opened a log (resume on per
         # request). Else no request's headers need a look: a memory store holds only this one's logs.
@@ -235,6 +238,9 @@ class _Follow:
         self._found = found
         self._send = send
         self._scope = anyio.CancelScope()
+        self._work: TaskGroup | None = None  # where a takeover's re-run runs: it outlives the client
+        self._request: Scope = {}
+        self._tries = 0
         self.gone = False
         self.events = 0
         self.complete: bool | None = None
@@ -248,27 +254,33 @@ class _Follow:
         if owner.telemetry is not None:
             span = owner.telemetry.start(scope, self._found.info.link, self._position.seq)
         headers = list(self._found.info.headers) or [(b"content-type", b"text/event-stream; charset=utf-8")]
+        self._request = scope
         try:
-            start = {"type": "http.response.start", "status": 200, "headers": stream_headers(headers)}
-            await self._write(start)
-            with self._scope:
-                if owner.stopping:
-                    self._scope.cancel()
-                async with anyio.create_task_group() as task_group:
-                    task_group.start_soon(self._watch, receive)
-                    await self._pump()
-                    if self.complete is False:  # cut, or its producer died: not a clean end
-                        await self._body(
-                            await orphan_ending(owner.store, self._position.stream, owner.settings, headers)
-                        )
-                    task_group.cancel_scope.cancel()
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await self._write({"type": "http.response.body", "body": b"", "more_body": False})
+            async with anyio.create_task_group() as self._work:
+                await self._respond(receive, headers)
         finally:
             if span is not None:
                 span.set_attribute(RESUME_EVENTS, self.events)
                 span.set_attribute(RESUME_COMPLETE, bool(self.complete))
                 span.end()
+
+    async def _respond(self, receive: Receive, headers: list[tuple[bytes, bytes]]) -> None:
+        owner = self._owner
+        start = {"type": "http.response.start", "status": 200, "headers": stream_headers(headers)}
+        await self._write(start)
+        with self._scope:
+            if owner.stopping:
+                self._scope.cancel()
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(self._watch, receive)
+                await self._pump()
+                if self.complete is False:  # cut, or its producer died: not a clean end
+                    await self._body(
+                        await orphan_ending(owner.store, self._position.stream, owner.settings, headers)
+                    )
+                task_group.cancel_scope.cancel()
+        with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+            await self._write({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump(self) -> None:
         settings = self._owner.settings
@@ -287,12 +299,24 @@ class _Follow:
                         # A resumed client has an event id (its Last-Event-ID): no blank line.
                         await self._body(comment(settings.heartbeat_comment, blank_line=False))
                         last_write = time.monotonic()
+                    if end is False and reader.orphaned and await self._take_over():
+                        reader.orphaned = False  # a producer again (this host's or another's): read on
+                        continue
                     if end is not None:
                         self.complete = end
                         return
         except StoreError as exc:
             store.warn("failed while a resumed response followed it", exc)
             logger.debug("resumed response ended early: %s", exc)
+
+    async def _take_over(self) -> bool:
+        """Its producer died: take the stream over (see :mod:`.takeover`), at most a few times."""
+        if self._work is None or self._tries >= _TAKEOVERS:
+            return False
+        self._tries += 1
+        return await take_over(
+            self._owner, self._position, self._request, self._found.info.headers, self._work
+        )
 
     async def _body(self, data: bytes) -> None:
         await self._write({"type": "http.response.body", "body": data, "more_body": True})

@@ -61,6 +61,15 @@ return 1
 producer holds the lease; appends the entry ARGV[3] with the fields after it ('': none); then renews
 the lease (ARGV[2]: its milliseconds; '0': not this round; '-1': let it go, the log has ended). A lease
 that ran out while its producer lived (a long pause) is taken back, unless another host took it."""
+_CLAIM: Final = """
+local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local id = top[1] and top[1][1] or '0-0'
+if string.sub(id, -2) == '-1' then return false end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+return id
+"""
+"""A takeover's claim (KEYS: the lease, the log): the lease, if nobody holds it and the log has no end
+marker; the log's newest entry id then (its last position), read in the same step."""
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
 _flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
@@ -123,6 +132,18 @@ class RedisStore(Store):
             pipe.set(_request_key(stream), request, px=_live_ms(ttl))
         await _execute(pipe)
         return RedisWriter(client, stream, ttl, self, (token, lease))
+
+    async def take(self, stream: str, ttl: float, lease: float) -> tuple[Writer, int] | None:
+        client = self.client()
+        key, _, writer_key, _ = _keys(stream)
+        token = secrets.token_bytes(16)
+        pipe = client.pipeline(transaction=False)
+        pipe.eval(_CLAIM, 2, writer_key, key, token, _lease_ms(lease))
+        (top,) = await _execute(pipe)
+        if not top:
+            return None
+        last, _ = _split_id(top)
+        return RedisWriter(client, stream, ttl, self, (token, lease), last), last
 
     async def request(self, stream: str) -> bytes | None:
         pipe = self.client().pipeline(transaction=False)

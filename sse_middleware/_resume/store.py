@@ -120,6 +120,12 @@ class Store(abc.ABC):
         :class:`Found`'s ``orphaned``). ``request``: a :class:`~.._core.resume.KeptRequest`, encoded,
         kept as long as the log for a host that takes the stream over (b"": none)."""
 
+    async def take(self, stream: str, ttl: float, lease: float) -> tuple[Writer, int] | None:
+        """Take over an orphaned log (its producer's lease ran out, no end marker): at most one caller,
+        on any host, gets its writer (going on after the position returned, the log's last) and the
+        lease; None for every other, and when the log has ended. Raises StoreError."""
+        return None
+
     async def request(self, stream: str) -> bytes | None:
         """The request :meth:`create` kept with the log, if any; raises StoreError."""
         return None
