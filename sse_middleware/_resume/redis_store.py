@@ -273,8 +273,10 @@ class RedisWriter(Writer):
                 self._wake.clear()
                 self._woken = False
                 final = self._complete is not None
+                gathered = bool(self._pending)
                 await self._flush(final)
-                self._flushed_at = time.monotonic()
+                if gathered:  # a lease renewed while idle holds back no event after it
+                    self._flushed_at = time.monotonic()
                 if final:
                     return
         except StoreError as exc:

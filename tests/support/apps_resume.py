@@ -64,10 +64,10 @@ def words(n: int) -> list[str]:
     return [f"w{i} " for i in range(1, n + 1)]
 
 
-def _chunk(delta: dict[str, str], finish: str | None = None) -> str:
+def _chunk(ident: str, delta: dict[str, str], finish: str | None = None) -> str:
     choice = {"index": 0, "delta": delta, "finish_reason": finish}
     body = {
-        "id": "chatcmpl-1",
+        "id": ident,
         "object": "chat.completion.chunk",
         "created": 1,
         "model": "m",
@@ -85,12 +85,14 @@ async def chat(request: Request) -> Response:
     tag = "first" if found is None else f"{found.reason}:{len(found.text)}"
     (MARKS / f"{query.get('run', 'run')}.{HOST}.{uuid.uuid4().hex}").write_text(tag)
 
+    ident = f"chatcmpl-{uuid.uuid4().hex}"  # each run its own: a spliced re-run must carry the first's
+
     async def chunks() -> AsyncIterator[str]:
-        yield _chunk({"role": "assistant", "content": ""})
+        yield _chunk(ident, {"role": "assistant", "content": ""})
         for word in words(n):
             await anyio.sleep(every)
-            yield _chunk({"content": word})
-        yield _chunk({}, "stop")
+            yield _chunk(ident, {"content": word})
+        yield _chunk(ident, {}, "stop")
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(chunks(), media_type="text/event-stream")
