@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from sse_middleware import StreamingMiddleware, StreamingSettings, recovery
+from sse_middleware._core import chat
 from sse_middleware._resume import redis_store
 from sse_middleware._resume.log import StreamLog
 from sse_middleware._types import Receive, Scope, Send
@@ -148,3 +149,55 @@ async def test_two_hosts_race_one_takes_over_both_clients_read_the_rest_once(sto
             live.append(chunk({}, "stop") + b"data: [DONE]\n\n")
             await live.close(True)
     assert len(apps[0].runs + apps[1].runs) == 1 and [e.data for e in client.events()][-1] == "[DONE]"
+
+
+# -- the AI SDK's own resume: GET <chat route>/<chatId>/stream ----------------------------------------
+
+UI = [*SSE, (b"x-vercel-ai-ui-message-stream", b"v1")]
+
+
+def part(obj: dict[str, str]) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+async def ui_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The AI SDK's UI message stream of the whole answer, from the start, with part ids of its own."""
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": UI})
+    head = [{"type": "start"}, {"type": "start-step"}, {"type": "text-start", "id": "t-again"}]
+    for obj in head:
+        await send({"type": "http.response.body", "body": part(obj), "more_body": True})
+    for word in WORDS:
+        await anyio.sleep(0.01)
+        delta = part({"type": "text-delta", "id": "t-again", "delta": word})
+        await send({"type": "http.response.body", "body": delta, "more_body": True})
+    tail = [{"type": "text-end", "id": "t-again"}, {"type": "finish-step"}, {"type": "finish"}]
+    done = b"".join(map(part, tail)) + b"data: [DONE]\n\n"
+    await send({"type": "http.response.body", "body": done, "more_body": False})
+
+
+async def test_the_ai_sdks_resume_of_a_dead_producers_chat_takes_it_over(store_url: str) -> None:
+    settings = StreamingSettings(
+        resume=True, resume_store=store_url, resume_lease=LEASE, recover="continue", heartbeat_interval=0
+    )
+    producer, other = StreamingMiddleware(ui_app, settings), StreamingMiddleware(ui_app, settings)
+    post = scope("POST", ALICE, "/api/chat")
+    log = await producer.resume.open(post, settings, UI, None, b'{"id":"chat-1","messages":[]}')
+    assert log is not None
+    log.index(chat.chat_key(chat.chat_path(b"/api/chat"), "chat-1", producer.resume.identity(post)))
+    for obj in ({"type": "start"}, {"type": "start-step"}, {"type": "text-start", "id": "t1"}):
+        log.append(part(obj))
+    for word in WORDS[:2]:
+        log.append(part({"type": "text-delta", "id": "t1", "delta": word}))
+    await anyio.sleep(redis_store.GATHER * 4)
+    writer: Any = log._writer
+    writer._task.cancel()  # its host is gone
+    await anyio.sleep(LEASE * 2)  # and known to be: its lease ran out before the page reloads
+    client = Wire()
+    with anyio.fail_after(30):
+        await other(scope("GET", ALICE, "/api/chat/chat-1/stream"), client.receive, client.send)
+    parts = [json.loads(e.data) for e in client.events() if e.data != "[DONE]"]
+    assert "".join(p["delta"] for p in parts if p["type"] == "text-delta") == "".join(WORDS)
+    assert {p["id"] for p in parts if "id" in p} == {"t1"}  # the client's part, continued
+    assert [p["type"] for p in parts].count("finish") == 1 and client.events()[-1].data == "[DONE]"
+    assert not any(p["type"] == "error" for p in parts)
