@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -264,3 +266,24 @@ def test_killed_at_random_tokens_every_answer_finishes_once_on_the_other_hosts(t
                 assert runs_of == sorted(["first", f"takeover:{len(firsts[i].text)}"]), runs_of  # one re-run
     print(f"{ROUNDS * STREAMS} trials, {ahead} with the client ahead of the log (the format's error)")
     assert ahead <= ROUNDS * STREAMS // 2  # the kill between tokens: most trials test the takeover
+
+
+@pytest.mark.slow
+def test_a_killed_worker_of_uvicorn_workers_2_has_its_answer_taken_over(tmp_path: Path) -> None:
+    """``uvicorn --workers 2``: the worker producing an answer is SIGKILLed (an OOM kill takes one worker,
+    not the server); the resume, on the same port, lands on any worker and reads the whole answer once."""
+    with redis_server() as store:
+        env = host_env(tmp_path, store.url, "", **TAKEOVER)
+        del env["TEST_HOST"]  # each worker records its pid: the one to kill
+        with uvicorn(APP, env, "--workers", "2") as server:
+            run = uuid.uuid4().hex
+            got = Got()
+            read_raw(url(server, run), got, stop_after=5)
+            (record,) = tmp_path.glob(f"{run}.*")
+            worker = int(record.name.split(".")[1])
+            time.sleep(EVERY / 2)  # between two tokens: the 5th event is in the store (see above)
+            os.kill(worker, signal.SIGKILL)
+            rest = Got()
+            read_sdk(server, run, got.last_id, rest)
+            check_whole(got, rest, raw=False)
+            assert app_runs(tmp_path, run) == sorted(["first", f"takeover:{len(got.text)}"])
