@@ -72,6 +72,7 @@ return id
 marker; the log's newest entry id then (its last position), read in the same step."""
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
+_BLOCK: Final = TOUCH / 2  # seconds a follower's XREAD waits at most: a dead producer is seen this late
 _flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
@@ -273,10 +274,11 @@ class RedisWriter(Writer):
                 self._wake.clear()
                 self._woken = False
                 final = self._complete is not None
-                gathered = bool(self._pending)
-                await self._flush(final)
-                if gathered:  # a lease renewed while idle holds back no event after it
+                if self._pending:  # a lease renewed while idle holds back no event after it
+                    # From the flush's start: counted from its end, each round trip would push the next
+                    # flush later, until events waited a whole GATHER to reach the store.
                     self._flushed_at = time.monotonic()
+                await self._flush(final)
                 if final:
                     return
         except StoreError as exc:
@@ -341,12 +343,12 @@ class RedisReader(Reader):
 
     async def read(self, timeout: float) -> tuple[list[bytes], bool | None]:
         key, _, writer_key, readers_key = self._keys
-        block = max(1, int(min(timeout, TOUCH) * 1000)) if timeout != math.inf else int(TOUCH * 1000)
+        block = max(1, int(min(timeout, _BLOCK) * 1000))
         pipe = self._client.pipeline(transaction=False)
         pipe.set(readers_key, b"1", px=_ALIVE_MS)
-        pipe.exists(writer_key)
         pipe.xread({key: self._from}, count=_READ_BATCHES, block=block)
-        _, alive, got = await _execute(pipe)
+        pipe.exists(writer_key)  # after the wait: a lease that ran out during it is seen now
+        _, got, alive = await _execute(pipe)
         out: list[bytes] = []
         for entry_id, entry in got[0][1] if got else ():
             last, kind = _split_id(entry_id)
@@ -365,6 +367,12 @@ class RedisReader(Reader):
                 at += size
             self._after = max(self._after, last)
         if not out and not alive:
+            # No producer: ended (a reader past the log's last position reads no marker), or orphaned.
+            pipe = self._client.pipeline(transaction=False)
+            pipe.xrevrange(key, count=1)
+            (newest,) = await _execute(pipe)
+            if newest and _split_id(newest[0][0])[1] == 1:
+                return out, newest[0][1].get(b"e") == b"1"
             self.orphaned = True  # the producer's lease ran out without an end marker: it died
             return out, False
         return out, None

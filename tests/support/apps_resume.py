@@ -6,7 +6,9 @@ and appends ``finished`` to it when its generator ends: the test counts the file
 app ran for ``R``, and on which host. ``&resume=0`` turns resume off for that request (the control).
 ``POST /v1/chat/completions?n=N&every=S`` streams the same words as an OpenAI chat completion (a role
 chunk, one chunk per word, a finish chunk, ``[DONE]``); a re-run (``recovery()``, e.g. a takeover) starts
-over, as an app that replays the same request does, and records the recovery it was given.
+over, as an app that replays the same request does (``&on_rerun=continue``: it sends only the words
+after ``recovery().text``, as an app that asks its provider to continue does), and records the recovery
+it was given.
 ``GET /page?…`` is a page whose own ``EventSource`` reads ``/answer?…`` and keeps what it got in
 ``window.got``. The middleware's settings come from ``SSE_MIDDLEWARE_*``.
 """
@@ -87,9 +89,13 @@ async def chat(request: Request) -> Response:
 
     ident = f"chatcmpl-{uuid.uuid4().hex}"  # each run its own: a spliced re-run must carry the first's
 
+    todo = words(n)
+    if found is not None and query.get("on_rerun") == "continue":  # asks for the rest only
+        todo = todo[len(found.text.split()) :]
+
     async def chunks() -> AsyncIterator[str]:
         yield _chunk(ident, {"role": "assistant", "content": ""})
-        for word in words(n):
+        for word in todo:
             await anyio.sleep(every)
             yield _chunk(ident, {"content": word})
         yield _chunk(ident, {}, "stop")
