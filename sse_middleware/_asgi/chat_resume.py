@@ -36,7 +36,7 @@ from .._core.resume import Position
 from .._core.resume import same_caller as _same_caller
 from .._resume.store import StoreError
 from .._types import Message, Send
-from .resume import STORE_SECONDS, Resumption
+from .resume import FIND_SECONDS, Resumption
 
 if TYPE_CHECKING:
     from .._core.pipeline import Pipeline
@@ -82,7 +82,7 @@ class ChatResume:
         if time.monotonic() < owner.rest_until:
             return False, send
         try:
-            with anyio.fail_after(STORE_SECONDS):
+            with anyio.fail_after(FIND_SECONDS):
                 stream = await owner.store.chat_stream(key)
                 found = await owner.store.find(stream) if stream is not None else None
                 if stream is None or (found is not None and not _same_caller(stream, who, found.info.caller)):

@@ -64,7 +64,11 @@ if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
 _TAKEOVERS: Final = 3  # a stream whose takers keep dying ends with its error after this many
-STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
+STORE_SECONDS: Final = 1.0  # a store that takes longer to open a log counts as down
+FIND_SECONDS: Final = 5.0
+"""The same for a resume's look-up: a resume already waits for its answer, and falling back to the app
+means a new answer after the half the client has; a storm of resumes after a host died (every client
+of that host at once) must not read as a store that is down."""
 REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
 _DROPPED: Final = frozenset(
     (b"set-cookie", b"date", b"server", b"content-length", b"transfer-encoding", b"connection")
@@ -203,7 +207,7 @@ class Resumption:
         if time.monotonic() < self._rest_until:
             return UNAVAILABLE, None
         try:
-            with anyio.fail_after(STORE_SECONDS):
+            with anyio.fail_after(FIND_SECONDS):
                 found = await self.store.find(position.stream)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable for a resume", exc)

@@ -146,3 +146,33 @@ async def test_a_recoverable_stream_keeps_its_request_with_the_log_and_its_ttl(r
     assert b"last-event-id" not in {name for name, _ in again["headers"]}
     # Control: with recovery off (the default) nothing of the request is kept.
     assert await _kept(redis) == (None, -2)
+
+
+# -- a reconnect storm --------------------------------------------------------------------------------
+
+
+async def test_more_followers_than_redis_pys_default_pool_all_follow(redis: RedisServer) -> None:
+    """Every follower holds a connection through its XREAD BLOCK: 150 of them on one host (what a host's
+    death sends to the survivors) all follow, none reaches the app (redis-py's default pool stops at 100,
+    and the 101st would count as the store being down)."""
+    reached: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        reached.append(scope)
+        await send({"type": "http.response.start", "status": 200, "headers": SSE})
+        await send({"type": "http.response.body", "body": b"data: fresh\n\n", "more_body": False})
+
+    settings = StreamingSettings(resume=True, resume_store=redis.url, heartbeat_interval=0)
+    mw = StreamingMiddleware(app, settings)
+    log = await producing(mw, ["Hello"])
+    clients = [Wire() for _ in range(150)]
+    headers = [*ALICE, (b"last-event-id", f"{log.stream}.1".encode())]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(mw, scope() | {"headers": headers}, client.receive, client.send)
+            await anyio.sleep(1.5)  # every one of them waiting in its XREAD
+            log.append(chunk(" world"))
+            await log.close(True)
+    assert reached == []
+    assert all([e.data for e in c.events()] == [chunk(" world")[6:-2].decode()] for c in clients)
