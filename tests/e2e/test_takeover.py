@@ -1,7 +1,8 @@
 """Crash-proof streams with real parts: two uvicorn hosts share a real redis-server, the host producing
 an answer is SIGKILLed mid-answer (as an OOM kill or a lost node does it), and the client resumes on the
-other host with ``Last-Event-ID``. The clients are a raw SSE reader (httpx) and the official openai SDK.
-The app is ``tests/support/apps_resume.py``'s OpenAI chat route, which records every run of it.
+other host with ``Last-Event-ID``. The clients are a raw SSE reader (httpx), the official openai SDK and
+the AI SDK's own resume (the ``ai`` package in Node). The app is ``tests/support/apps_resume.py``'s
+OpenAI chat route, which records every run of it (and ``tests/support/apps_chat.py`` for the AI SDK).
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from openai.types.chat import ChatCompletionChunk
 from sse_middleware._core.sse import Event, Parser
 
 from ..support.apps_resume import words
+from ..support.node import run_node
 from ..support.redis import redis_server
 from ..support.servers import Server, uvicorn
 
 pytestmark = pytest.mark.timeout(300)
 APP = "tests.support.apps_resume:app"
+CHAT_APP = "tests.support.apps_chat:app"
+CHAT_WHOLE, CHAT_EVERY = "".join(f"word{i} " for i in range(30)), 0.1  # apps_chat's answer
 KEY = "sk-test"  # the SDK sends it as Authorization: the caller a resume is bound to
 LEASE = 1.0
 N, EVERY = 12, 0.15
@@ -287,3 +291,29 @@ def test_a_killed_worker_of_uvicorn_workers_2_has_its_answer_taken_over(tmp_path
             read_sdk(server, run, got.last_id, rest)
             check_whole(got, rest, raw=False)
             assert app_runs(tmp_path, run) == sorted(["first", f"takeover:{len(got.text)}"])
+
+
+@pytest.mark.slow
+def test_the_ai_sdks_resume_of_a_chat_whose_host_died_reads_the_whole_answer_once(tmp_path: Path) -> None:
+    """The real ``ai`` package (tests/e2e/node/resume_chat.mjs): ``DefaultChatTransport`` sends a message
+    to host a, reads a few words and aborts (a page reload); a is SIGKILLed; ``reconnectToStream`` (what
+    ``useChat({ resume: true })`` calls on mount) against host b gets the whole answer once, from its
+    first part, the app re-run once on b as a takeover."""
+    with redis_server() as store:
+        env = {
+            "TEST_WRAP": "1",
+            "SSE_MIDDLEWARE_RESUME": "1",
+            "SSE_MIDDLEWARE_RESUME_STORE": store.url,
+            "SSE_MIDDLEWARE_RESUME_LEASE": str(LEASE),
+            "SSE_MIDDLEWARE_RECOVER": "continue",
+        }
+        with uvicorn(CHAT_APP, env) as a, uvicorn(CHAT_APP, env) as b:
+            sent = run_node("resume_chat.mjs", a.url, a.url, "chat-killed", "send")
+            assert sent["error"] is None and sent["before"], sent
+            time.sleep(CHAT_EVERY / 2)  # between two words (see the 20 trials)
+            a.proc.kill()
+            a.proc.wait(10)
+            got = run_node("resume_chat.mjs", a.url, b.url, "chat-killed", "reconnect")
+            assert got["error"] is None and got["resumed"] == CHAT_WHOLE and got["starts"] == 1, got
+            with httpx.Client(timeout=10) as client:
+                assert [r["chat"] for r in client.get(b.url + "/runs").json()] == ["chat-killed"]
