@@ -176,3 +176,25 @@ async def test_more_followers_than_redis_pys_default_pool_all_follow(redis: Redi
             await log.close(True)
     assert reached == []
     assert all([e.data for e in c.events()] == [chunk(" world")[6:-2].decode()] for c in clients)
+
+
+async def test_a_producer_whose_lease_another_host_took_writes_nothing_more(redis: RedisServer) -> None:
+    """Every append is fenced by the lease: a producer that paused past its lease while another host took
+    the stream over (the lease now holds that host's token) appends nothing, and its log says it failed;
+    its live client is not affected (append still tags)."""
+    settings = StreamingSettings(
+        resume=True, resume_store=redis.url, resume_lease=LEASE, heartbeat_interval=0
+    )
+    mw = StreamingMiddleware(_nobody, settings)
+    log = await producing(mw, ["Hello"])
+    key = f"sse_middleware:{{{log.stream}}}"
+    async with redis_client(redis) as direct:
+        log.append(chunk(" world"))  # control: while it holds its lease, its events land
+        await anyio.sleep(redis_store.GATHER * 4)
+        assert await direct.xlen(key) == 2 and not log.failed
+        await direct.set(key + ":writer", b"another host's token", px=60_000)
+        tagged = log.append(chunk(" again"))
+        await anyio.sleep(redis_store.GATHER * 4)
+        assert b"id: " in tagged and log.failed
+        newest = await direct.xrevrange(key, count=1)
+        assert newest[0][0] == b"2-0"  # its third event never reached the log
