@@ -123,14 +123,17 @@ def same_caller(stream: str, who: bytes, stored: bytes) -> bool:
 
 # -- the request kept with a log ------------------------------------------------------------------------
 
-_NOT_KEPT: Final = frozenset((*_IDENTITY_HEADERS, _LAST_EVENT_ID))
+CREDENTIALS: Final = frozenset((*_IDENTITY_HEADERS, b"proxy-authorization", b"x-api-key", b"api-key"))
+"""Headers a kept request never holds (the providers' API keys among them: Anthropic's ``x-api-key``,
+Azure OpenAI's ``api-key``): a re-run takes the resuming request's own."""
+_NOT_KEPT: Final = CREDENTIALS | {_LAST_EVENT_ID}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class KeptRequest:
     """What a re-run of a stream's request needs on another host: its request line, its headers but the
-    caller's credentials (never stored: the resuming request, the same caller, brings its own) and its
-    body (the user's prompt; at most recovery's bound)."""
+    caller's credentials (:data:`CREDENTIALS`, never stored: the resuming request, the same caller,
+    brings its own) and its body (the user's prompt; at most recovery's bound)."""
 
     method: str
     path: str
@@ -170,7 +173,7 @@ class KeptRequest:
         """The scope of a re-run on behalf of ``resuming`` (the resume request, the same caller): this
         request's line, headers and the resuming request's credentials, the rest (server, client, state,
         what a middleware outside ours set) the resuming request's."""
-        own = [(k, v) for k, v in resuming.get("headers") or () if k.lower() in _IDENTITY_HEADERS]
+        own = [(k, v) for k, v in resuming.get("headers") or () if k.lower() in CREDENTIALS]
         return {
             **resuming,
             "method": self.method,

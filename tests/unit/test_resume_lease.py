@@ -116,6 +116,7 @@ async def _kept(redis: RedisServer, **changes: Any) -> tuple[KeptRequest | None,
     headers = [
         *ALICE,
         (b"cookie", b"s=1"),
+        (b"x-api-key", b"sk-ant"),
         (b"content-type", b"application/json"),
         (b"content-length", b"13"),
     ]
@@ -136,11 +137,13 @@ async def test_a_recoverable_stream_keeps_its_request_with_the_log_and_its_ttl(r
     assert (kept.method, kept.path, kept.query) == ("POST", "/v1/chat", b"a=1")
     assert (b"content-type", b"application/json") in kept.headers
     names = {name for name, _ in kept.headers}
-    assert b"authorization" not in names and b"cookie" not in names  # credentials are never stored
+    assert not names & {b"authorization", b"cookie", b"x-api-key"}  # credentials are never stored
     assert 110_000 < ttl <= 120_000  # the ended log's TTL (resume_ttl)
     # A re-run's scope: the kept request with the resuming caller's credentials.
-    resuming = scope("GET", [(b"authorization", b"Bearer alice"), (b"last-event-id", b"x.1")], "/other")
+    credentials = [(b"authorization", b"Bearer alice"), (b"x-api-key", b"sk-2")]
+    resuming = scope("GET", [*credentials, (b"last-event-id", b"x.1")], "/other")
     again = kept.scope(resuming)
+    assert (b"x-api-key", b"sk-2") in again["headers"]
     assert again["method"] == "POST" and again["path"] == "/v1/chat" and again["query_string"] == b"a=1"
     assert (b"authorization", b"Bearer alice") in again["headers"]
     assert b"last-event-id" not in {name for name, _ in again["headers"]}
