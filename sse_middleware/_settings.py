@@ -110,6 +110,10 @@ class StreamingSettings:
     (which bounds the number of events too). A client further behind is not resumed."""
     resume_abandon_after: Seconds = 30.0
     """Seconds the app keeps producing into the log after its client left, while no one resumes."""
+    resume_lease: Seconds = 6.0
+    """Seconds a producer's lease on its stream lasts in a shared store (``redis://``) unless renewed; it
+    renews it every third of that while it produces. A lease that ran out means its host died: the
+    stream's resumes end with the format's error event, or take the stream over (``recover`` on)."""
     recover: Literal["off", "retry", "continue"] = "off"
     """A provider that fails mid-answer (the app raises, relays the provider's error event, stalls, or
     ends without the format's end marker): ``retry`` runs the app again while nothing of the answer
@@ -223,6 +227,7 @@ class SettingsChanges(TypedDict, total=False):
     resume_ttl: Seconds
     resume_max_bytes: Annotated[int, AtLeast(1024)]
     resume_abandon_after: Seconds
+    resume_lease: Seconds
     recover: Literal["off", "retry", "continue"]
     recover_attempts: Count
     recover_start_timeout: Seconds
@@ -320,6 +325,11 @@ def _model_modes(value: Mapping[str, Any] | None) -> None:
             )
 
 
+def _positive_lease(value: float) -> None:
+    if value == 0:  # a lease that runs out as it is taken says every producer is dead
+        raise ConfigError(f"resume_lease must be > 0, got {value!r}")
+
+
 # The checks a field's type cannot express, each run after its type's check passed.
 _SPECIAL: Final[Mapping[str, Callable[[Any], None]]] = {
     "json_text_field": _json_path,
@@ -328,6 +338,7 @@ _SPECIAL: Final[Mapping[str, Callable[[Any], None]]] = {
     "resume_ttl": _positive_ttl,
     "recover_prompt": _anchor_prompt,
     "recover_models": _model_modes,
+    "resume_lease": _positive_lease,
 }
 _KINDS: Final = kinds(StreamingSettings)
 if not set(_SPECIAL) <= set(_KINDS):

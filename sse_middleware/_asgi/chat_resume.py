@@ -8,7 +8,9 @@ a resumable AI SDK stream started by a POST whose JSON body has an ``id`` is ind
   stream from its first part, then live until its end (the SDK's transport treats a resume as a replay:
   it resets the message at the first ``start`` part). Once the stream's end marker is in the log,
   ``204``: the SDK's own flow has the finished message already (its ``onFinish`` persisted it), and a
-  replay would show it twice. ``204`` too when the log no longer holds the stream's first part.
+  replay would show it twice. ``204`` too when the log no longer holds the stream's first part. A
+  stream that ended cut (its producer died) is followed like a live one: taken over, or it ends with
+  its error part (see :mod:`.takeover`), never a ``204`` that the SDK would read as the whole answer.
 - ``DELETE``: stops the chat's live stream, on whichever host produces it (the app is cancelled, the
   stream ends cleanly, later ``GET``s answer ``204``); ``204`` either way. The SDK's ``stop()`` only
   aborts its fetch, which a resumable stream outlives: send this ``DELETE`` beside it.
@@ -34,7 +36,7 @@ from .._core.resume import Position
 from .._core.resume import same_caller as _same_caller
 from .._resume.store import StoreError
 from .._types import Message, Send
-from .resume import STORE_SECONDS, Resumption
+from .resume import FIND_SECONDS, Resumption
 
 if TYPE_CHECKING:
     from .._core.pipeline import Pipeline
@@ -80,7 +82,7 @@ class ChatResume:
         if time.monotonic() < owner.rest_until:
             return False, send
         try:
-            with anyio.fail_after(STORE_SECONDS):
+            with anyio.fail_after(FIND_SECONDS):
                 stream = await owner.store.chat_stream(key)
                 found = await owner.store.find(stream) if stream is not None else None
                 if stream is None or (found is not None and not _same_caller(stream, who, found.info.caller)):
@@ -90,7 +92,9 @@ class ChatResume:
         except (StoreError, TimeoutError) as exc:
             owner.rest("unavailable for a chat's resume", exc)
             return False, send
-        if scope["method"] == "GET" and found is not None and found.end is None and found.first <= 1:
+        if scope["method"] == "GET" and found is not None and found.end is not True and found.first <= 1:
+            # Live, or cut (its producer died: taken over, or its error part at the end; never a 204,
+            # which the SDK reads as a whole answer).
             headers = _ui_headers(found.info.headers)
             found = dataclasses.replace(found, info=dataclasses.replace(found.info, headers=headers))
             await owner.follow(scope, receive, send, Position(stream, 0), found)

@@ -84,6 +84,7 @@ class StreamingMiddleware:
         self.resume = Resumption(
             s, caller=resume_caller, tracer_provider=tracer_provider, meter_provider=meter_provider
         )
+        self.resume.app = None if self.guards else app  # a takeover's re-run: guards would not see it
         self.chats = ChatResume(self.resume) if s.resume else None  # no chat's resume without resume
         forget = self._open.discard
         self.shared = Shared(

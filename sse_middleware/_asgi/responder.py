@@ -242,8 +242,9 @@ class Responder:
             telemetry = start_telemetry(shared, scope, settings, peek, (self.started_mono, self.started_ns))
         log = chat_request = None
         if settings.resume and kind == headers.SSE:
+            kept = recovery.body if recovery is not None else None  # a takeover's re-run needs it
             log, chat_request = await open_log(
-                shared, scope, settings, start["headers"], telemetry, chat_body
+                shared, scope, settings, start["headers"], telemetry, chat_body, kept
             )
         forget = functools.partial(shared.forget, self)
         stream = self.stream = open_stream(

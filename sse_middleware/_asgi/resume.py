@@ -33,6 +33,7 @@ from .._core.resume import (
     bind,
     default_caller,
     identity,
+    keep_request,
     last_event_id,
     new_stream,
     parse_store_url,
@@ -55,12 +56,19 @@ from .._telemetry.resume import (
     ResumeTelemetry,
     traceparent,
 )
-from .._types import Message, Receive, Scope, Send
+from .._types import ASGIApp, Message, Receive, Scope, Send
+from .takeover import orphan_ending, take_over
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from opentelemetry.trace import SpanContext
 
-STORE_SECONDS: Final = 1.0  # a store that takes longer to open or find a log counts as down
+_TAKEOVERS: Final = 3  # a stream whose takers keep dying ends with its error after this many
+STORE_SECONDS: Final = 1.0  # a store that takes longer to open a log counts as down
+FIND_SECONDS: Final = 5.0
+"""The same for a resume's look-up: a resume already waits for its answer, and falling back to the app
+means a new answer after the half the client has; a storm of resumes after a host died (every client
+of that host at once) must not read as a store that is down."""
 REST_SECONDS: Final = 5.0  # after a failure, streams skip the store this long (no added wait per request)
 _DROPPED: Final = frozenset(
     (b"set-cookie", b"date", b"server", b"content-length", b"transfer-encoding", b"connection")
@@ -84,6 +92,7 @@ class Resumption:
         self._rest_until = -math.inf
         self._following: weakref.WeakSet[_Follow] = weakref.WeakSet()
         self.stopping = False
+        self.app: ASGIApp | None = None  # the app a takeover runs again (set by the middleware; None: none)
         # Whether a request may name a log this middleware can find (read it; set here and by open()):
         # resume on, or a store other processes write to, or a stream that opened a log (resume on per
         # request). Else no request's headers need a look: a memory store holds only this one's logs.
@@ -107,12 +116,14 @@ class Resumption:
         settings: StreamingSettings,
         headers: Sequence[tuple[bytes, bytes]] = (),
         span: SpanContext | None = None,
+        body: bytes | None = None,
     ) -> StreamLog | None:
         """A log for a stream starting now, or None (resume off for it, or the store down: logged once).
 
         ``settings``: the response's effective settings. ``headers``: the response's, kept for the resumed
         responses (``Set-Cookie``, ``Date``, ``Server`` and framing headers are not). ``span``: the
-        stream span's ``SpanContext``, for the resumed spans' links.
+        stream span's ``SpanContext``, for the resumed spans' links. ``body``: the request's body when
+        the stream is recoverable: the request is kept with the log, for a host that takes it over.
         """
         if not settings.resume:
             return None
@@ -128,7 +139,10 @@ class Resumption:
         )
         try:
             with anyio.fail_after(STORE_SECONDS):
-                writer = await self.store.create(stream, info, settings.resume_ttl)
+                kept = keep_request(scope, body).encode() if body is not None else b""
+                writer = await self.store.create(
+                    stream, info, settings.resume_ttl, settings.resume_lease, kept
+                )
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable at stream start", exc)
             self._unavailable(scope)
@@ -193,7 +207,7 @@ class Resumption:
         if time.monotonic() < self._rest_until:
             return UNAVAILABLE, None
         try:
-            with anyio.fail_after(STORE_SECONDS):
+            with anyio.fail_after(FIND_SECONDS):
                 found = await self.store.find(position.stream)
         except (StoreError, TimeoutError) as exc:
             self._rest("unavailable for a resume", exc)
@@ -204,10 +218,9 @@ class Resumption:
             return REFUSED, None
         if position.seq < found.first - 1:
             return UNKNOWN, None  # events it lacks are no longer kept: a gap is worse than a new answer
-        if found.end is not None and position.seq >= found.last:
-            # Nothing left to send. After a clean end, tell EventSource to stop; after a cut, the app.
-            return (DELIVERED, found) if found.end else (UNKNOWN, None)
-        return RESUMED, found
+        if found.end and position.seq >= found.last:
+            return DELIVERED, found  # nothing left to send: tell EventSource to stop
+        return RESUMED, found  # a cut log's resume ends with the format's error: never a short success
 
     def drain(self) -> None:
         """The server is stopping: end every resumed response now (their clients reconnect elsewhere)."""
@@ -229,6 +242,9 @@ class _Follow:
         self._found = found
         self._send = send
         self._scope = anyio.CancelScope()
+        self._work: TaskGroup | None = None  # where a takeover's re-run runs: it outlives the client
+        self._request: Scope = {}
+        self._tries = 0
         self.gone = False
         self.events = 0
         self.complete: bool | None = None
@@ -242,23 +258,33 @@ class _Follow:
         if owner.telemetry is not None:
             span = owner.telemetry.start(scope, self._found.info.link, self._position.seq)
         headers = list(self._found.info.headers) or [(b"content-type", b"text/event-stream; charset=utf-8")]
+        self._request = scope
         try:
-            start = {"type": "http.response.start", "status": 200, "headers": stream_headers(headers)}
-            await self._write(start)
-            with self._scope:
-                if owner.stopping:
-                    self._scope.cancel()
-                async with anyio.create_task_group() as task_group:
-                    task_group.start_soon(self._watch, receive)
-                    await self._pump()
-                    task_group.cancel_scope.cancel()
-            with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
-                await self._write({"type": "http.response.body", "body": b"", "more_body": False})
+            async with anyio.create_task_group() as self._work:
+                await self._respond(receive, headers)
         finally:
             if span is not None:
                 span.set_attribute(RESUME_EVENTS, self.events)
                 span.set_attribute(RESUME_COMPLETE, bool(self.complete))
                 span.end()
+
+    async def _respond(self, receive: Receive, headers: list[tuple[bytes, bytes]]) -> None:
+        owner = self._owner
+        start = {"type": "http.response.start", "status": 200, "headers": stream_headers(headers)}
+        await self._write(start)
+        with self._scope:
+            if owner.stopping:
+                self._scope.cancel()
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(self._watch, receive)
+                await self._pump()
+                if self.complete is False:  # cut, or its producer died: not a clean end
+                    await self._body(
+                        await orphan_ending(owner.store, self._position.stream, owner.settings, headers)
+                    )
+                task_group.cancel_scope.cancel()
+        with anyio.move_on_after(FINALIZE_SECONDS, shield=True):
+            await self._write({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump(self) -> None:
         settings = self._owner.settings
@@ -277,12 +303,24 @@ class _Follow:
                         # A resumed client has an event id (its Last-Event-ID): no blank line.
                         await self._body(comment(settings.heartbeat_comment, blank_line=False))
                         last_write = time.monotonic()
+                    if end is False and reader.orphaned and await self._take_over():
+                        reader.orphaned = False  # a producer again (this host's or another's): read on
+                        continue
                     if end is not None:
                         self.complete = end
                         return
         except StoreError as exc:
             store.warn("failed while a resumed response followed it", exc)
             logger.debug("resumed response ended early: %s", exc)
+
+    async def _take_over(self) -> bool:
+        """Its producer died: take the stream over (see :mod:`.takeover`), at most a few times."""
+        if self._work is None or self._tries >= _TAKEOVERS:
+            return False
+        self._tries += 1
+        return await take_over(
+            self._owner, self._position, self._request, self._found.info.headers, self._work
+        )
 
     async def _body(self, data: bytes) -> None:
         await self._write({"type": "http.response.body", "body": data, "more_body": True})

@@ -76,15 +76,17 @@ async def open_log(
     sent: Sequence[tuple[bytes, bytes]],
     telemetry: StreamTelemetry | None,
     chat_body: bytes | None,
+    kept: bytes | None = None,
 ) -> tuple[StreamLog | None, ChatRequest | None]:
     """A resumable stream's log (None: the store is unavailable), and the AI SDK's chat request when its
     POST had a body. ``sent``: the headers that went out, which a resumed response repeats, but for a
     ``Content-Encoding`` of ours: the log keeps what the app wrote, uncompressed (a compressor is one
-    connection's), and a resume replays it as it is."""
+    connection's), and a resume replays it as it is. ``kept``: a recoverable stream's request body, kept
+    with the log for a takeover."""
     span = telemetry.span_context() if telemetry is not None else None  # made now: the log links it
     if settings.compress != "off":
         sent = [(name, value) for name, value in sent if name.lower() != b"content-encoding"]
-    log = await shared.resume.open(scope, settings, sent, span)
+    log = await shared.resume.open(scope, settings, sent, span, kept)
     if log is None or not chat_body:
         return log, None
     path = chat.chat_path(scope.get("raw_path") or scope["path"].encode())

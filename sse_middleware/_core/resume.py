@@ -24,6 +24,7 @@ import collections
 import dataclasses
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping
@@ -118,6 +119,81 @@ def bind(stream: str, who: bytes) -> bytes:
 
 def same_caller(stream: str, who: bytes, stored: bytes) -> bool:
     return hmac.compare_digest(bind(stream, who), stored)
+
+
+# -- the request kept with a log ------------------------------------------------------------------------
+
+CREDENTIALS: Final = frozenset((*_IDENTITY_HEADERS, b"proxy-authorization", b"x-api-key", b"api-key"))
+"""Headers a kept request never holds (the providers' API keys among them: Anthropic's ``x-api-key``,
+Azure OpenAI's ``api-key``): a re-run takes the resuming request's own."""
+_NOT_KEPT: Final = CREDENTIALS | {_LAST_EVENT_ID}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeptRequest:
+    """What a re-run of a stream's request needs on another host: its request line, its headers but the
+    caller's credentials (:data:`CREDENTIALS`, never stored: the resuming request, the same caller,
+    brings its own) and its body (the user's prompt; at most recovery's bound)."""
+
+    method: str
+    path: str
+    raw_path: bytes
+    query: bytes
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+
+    def encode(self) -> bytes:
+        head = {
+            "m": self.method,
+            "p": self.path,
+            "r": self.raw_path.decode("latin-1"),
+            "q": self.query.decode("latin-1"),
+            "h": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in self.headers],
+        }
+        return json.dumps(head).encode("utf-8") + b"\n" + self.body
+
+    @classmethod
+    def decode(cls, data: bytes) -> KeptRequest | None:
+        """The request :meth:`encode` wrote; None for anything else (never raises)."""
+        head, _, body = data.partition(b"\n")
+        try:
+            fields = json.loads(head)
+            return cls(
+                str(fields["m"]),
+                str(fields["p"]),
+                str(fields["r"]).encode("latin-1"),
+                str(fields["q"]).encode("latin-1"),
+                tuple((str(k).encode("latin-1"), str(v).encode("latin-1")) for k, v in fields["h"]),
+                body,
+            )
+        except (ValueError, TypeError, KeyError, UnicodeError):
+            return None
+
+    def scope(self, resuming: Mapping[str, Any]) -> dict[str, Any]:
+        """The scope of a re-run on behalf of ``resuming`` (the resume request, the same caller): this
+        request's line, headers and the resuming request's credentials, the rest (server, client, state,
+        what a middleware outside ours set) the resuming request's."""
+        own = [(k, v) for k, v in resuming.get("headers") or () if k.lower() in CREDENTIALS]
+        return {
+            **resuming,
+            "method": self.method,
+            "path": self.path,
+            "raw_path": self.raw_path,
+            "query_string": self.query,
+            "headers": [*self.headers, *own],
+        }
+
+
+def keep_request(scope: Mapping[str, Any], body: bytes) -> KeptRequest:
+    path = scope.get("path", "")
+    return KeptRequest(
+        scope.get("method", "GET"),
+        path,
+        scope.get("raw_path") or path.encode("utf-8", "surrogateescape"),
+        scope.get("query_string", b""),
+        tuple((k, v) for k, v in scope.get("headers") or () if k.lower() not in _NOT_KEPT),
+        body,
+    )
 
 
 # -- a log's bounds ------------------------------------------------------------------------------------

@@ -50,6 +50,11 @@ class StreamLog:
         self.on_change: Callable[[], None] | None = None
         writer.on_watch = self._watch_changed
 
+    def going_on(self, last: int) -> StreamLog:
+        """This log goes on after position ``last`` (a stream taken over: its events so far are logged)."""
+        self._tagger.seq = self._window.last = last
+        return self
+
     def index(self, chat: str) -> None:
         """This log is the latest stream of ``chat`` (a chat key), for the AI SDK's resume."""
         if not self._writer.failed:

@@ -54,7 +54,10 @@ class MemoryStore(Store):
         self._expiry: list[tuple[float, str]] = []  # (when, stream) of ended logs, a heap
         self._chats: dict[str, str] = {}  # chat key -> its latest stream
 
-    async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
+    async def create(
+        self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0, request: bytes = b""
+    ) -> Writer:
+        # One process: a producer that dies takes its readers with it, so no lease and no request is kept.
         self._sweep()
         if self.size > self.max_bytes:
             raise StoreError(f"the memory store is full ({self.size} of {self.max_bytes} bytes in live logs)")

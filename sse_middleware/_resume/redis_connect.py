@@ -28,8 +28,9 @@ FAILURES: Final = (RedisError, RedisClusterException, OSError, asyncio.TimeoutEr
 slot", is not a ``RedisError``)."""
 
 _NODE_CONNECTIONS: Final = 1 << 16
-"""Connections per cluster node. redis-py's cluster client refuses a command once a node's pool is full
-(where a single server's pool has no bound), and every follower holds one through each ``XREAD BLOCK``."""
+"""Connections per server or cluster node. redis-py refuses a command once a pool is full (100 by
+default), and every follower holds one through each ``XREAD BLOCK``: the 101st resume on a host (a
+reconnect storm after a host died) would count as the store being down."""
 
 
 def connect(address: StoreAddress, *, timeout: float, connect_timeout: float) -> Client:
@@ -37,7 +38,11 @@ def connect(address: StoreAddress, *, timeout: float, connect_timeout: float) ->
     no_retry = Retry(NoBackoff(), 0)
     if not address.cluster:
         return Redis.from_url(
-            address.url, socket_timeout=timeout, socket_connect_timeout=connect_timeout, retry=no_retry
+            address.url,
+            socket_timeout=timeout,
+            socket_connect_timeout=connect_timeout,
+            retry=no_retry,
+            max_connections=_NODE_CONNECTIONS,
         )
     (host, port), *others = address.nodes
     return RedisCluster.from_url(

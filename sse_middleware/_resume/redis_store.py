@@ -9,9 +9,14 @@ commands only, no transaction) goes to the one node that holds it:
   with ``e`` = 1 (complete) or 0. ``XTRIM MINID`` keeps the log's window; ``XREAD BLOCK`` follows it.
 - ``sse_middleware:{S}:info``: a hash with the caller digest ``c``, the span link ``l``, the response
   headers ``h`` and the oldest position kept ``f``.
-- ``...:writer`` and ``...:readers``: short-lived keys that a live producer and its followers refresh
-  every :data:`TOUCH` seconds. A follower whose producer's key is gone (a host died) ends; a producer sees
-  that someone follows.
+- ``...:request``: the request kept for a takeover (its line, headers but credentials, body), as long as
+  the log.
+- ``...:writer``: the producer's lease, its random token for ``resume_lease`` seconds, renewed every third
+  of that. Every XADD is fenced by it (one script: check, append, renew; :mod:`.redis_writer`), so a
+  producer that lost its lease writes nothing more. A lease that ran out with no end marker means its
+  host died: the log is *orphaned* (:meth:`RedisStore.find`, :class:`RedisReader`).
+- ``...:readers``: a short-lived key that followers refresh every :data:`TOUCH` seconds, so a producer
+  sees that someone follows.
 
 **Per-append cost.** ``write`` appends to a list and, if the flusher sleeps, sets an event: no await, no
 network in the app's send path. A flusher task per stream sends everything pending in one pipeline (one
@@ -25,42 +30,43 @@ once), and streams run without resume.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import json
-import math
-import time
+import secrets
 import weakref
-from typing import Any, Final
+from typing import Final
 
 from .._core.resume import parse_store_url
-from .redis_connect import FAILURES, Client, connect
+from .redis_connect import Client, connect
+from .redis_keys import (
+    ALIVE_MS,
+    GATHER,
+    TOUCH,
+    chat_key,
+    execute,
+    keys,
+    lease_ms,
+    live_ms,
+    request_key,
+    split_id,
+    stop_key,
+)
+from .redis_writer import RedisWriter
 from .store import Found, Reader, Store, StoreError, StreamInfo, Writer
 
-TOUCH: Final = 2.0  # seconds between a live producer's (and a follower's) signs of life
-GATHER: Final = 0.05
-"""Seconds a flush waits after the one before, so that one round trip carries the events of a whole
-coalescing window: a pipeline costs far more CPU than a token's trip through the middleware. Followers
-elsewhere see events this much later; a producer host that dies loses at most this much of its log."""
-_ALIVE_MS: Final = int(TOUCH * 3 * 1000)
+__all__ = ["GATHER", "TOUCH", "RedisReader", "RedisStore", "RedisWriter"]
+
+_CLAIM: Final = """
+local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local id = top[1] and top[1][1] or '0-0'
+if string.sub(id, -2) == '-1' then return false end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+return id
+"""
+"""A takeover's claim (KEYS: the lease, the log): the lease, if nobody holds it and the log has no end
+marker; the log's newest entry id then (its last position), read in the same step."""
 _TIMEOUT: Final = TOUCH + 5.0  # socket timeout; above the longest XREAD BLOCK
 _READ_BATCHES: Final = 64
-_flushers: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
-
-
-def _chat_key(chat: str) -> str:
-    """A chat's index: the id of its latest stream, kept as long as that stream's keys (a tag of its own:
-    it is read alone, before the stream is known)."""
-    return f"sse_middleware:chat:{{{chat}}}"
-
-
-def _stop_key(stream: str) -> str:
-    return f"sse_middleware:{{{stream}}}:stop"
-
-
-def _keys(stream: str) -> tuple[str, str, str, str]:
-    base = f"sse_middleware:{{{stream}}}"
-    return base, base + ":info", base + ":writer", base + ":readers"
+_BLOCK: Final = TOUCH / 2  # seconds a follower's XREAD waits at most: a dead producer is seen this late
 
 
 class RedisStore(Store):
@@ -85,24 +91,47 @@ class RedisStore(Store):
             client = self._clients[loop] = connect(self._address, timeout=_TIMEOUT, connect_timeout=TOUCH)
         return client
 
-    async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
+    async def create(
+        self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0, request: bytes = b""
+    ) -> Writer:
         client = self.client()
-        _, info_key, writer_key, _ = _keys(stream)
+        _, info_key, writer_key, _ = keys(stream)
         headers = json.dumps([[k.decode("latin-1"), v.decode("latin-1")] for k, v in info.headers])
+        token = secrets.token_bytes(16)
         pipe = client.pipeline(transaction=False)
         pipe.hset(info_key, mapping={"c": info.caller, "l": info.link, "h": headers, "f": 1})
-        pipe.pexpire(info_key, _live_ms(ttl))
-        pipe.set(writer_key, b"1", px=_ALIVE_MS)
-        await _execute(pipe)
-        return RedisWriter(client, stream, ttl, self)
+        pipe.pexpire(info_key, live_ms(ttl))
+        pipe.set(writer_key, token, px=lease_ms(lease))
+        if request:
+            pipe.set(request_key(stream), request, px=live_ms(ttl))
+        await execute(pipe)
+        return RedisWriter(client, stream, ttl, self, (token, lease))
+
+    async def take(self, stream: str, ttl: float, lease: float) -> tuple[Writer, int] | None:
+        client = self.client()
+        key, _, writer_key, _ = keys(stream)
+        token = secrets.token_bytes(16)
+        pipe = client.pipeline(transaction=False)
+        pipe.eval(_CLAIM, 2, writer_key, key, token, lease_ms(lease))
+        (top,) = await execute(pipe)
+        if not top:
+            return None
+        last, _ = split_id(top)
+        return RedisWriter(client, stream, ttl, self, (token, lease), last), last
+
+    async def request(self, stream: str) -> bytes | None:
+        pipe = self.client().pipeline(transaction=False)
+        pipe.get(request_key(stream))
+        (kept,) = await execute(pipe)
+        return bytes(kept) if kept else None
 
     async def find(self, stream: str) -> Found | None:
-        key, info_key, writer_key, _ = _keys(stream)
+        key, info_key, writer_key, _ = keys(stream)
         pipe = self.client().pipeline(transaction=False)
         pipe.hgetall(info_key)
         pipe.exists(writer_key)
         pipe.xrevrange(key, count=1)
-        fields, alive, newest = await _execute(pipe)
+        fields, alive, newest = await execute(pipe)
         if not fields or b"c" not in fields:
             return None
         headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(fields[b"h"]))
@@ -111,30 +140,29 @@ class RedisStore(Store):
         last, end = first - 1, None
         if newest:
             entry_id, entry = newest[0]
-            seq, kind = _split_id(entry_id)
+            seq, kind = split_id(entry_id)
             last = max(last, seq)
             if kind == 1:
                 end = entry.get(b"e") == b"1"
-        if end is None and not alive:
-            end = False  # its producer is gone without an end marker
-        return Found(info, first, last, end)
+        orphaned = end is None and not alive  # its producer's lease ran out without an end marker
+        return Found(info, first, last, False if orphaned else end, orphaned)
 
     def reader(self, stream: str, after: int) -> Reader:
         return RedisReader(self.client(), stream, after)
 
     async def chat_stream(self, chat: str) -> str | None:
         pipe = self.client().pipeline(transaction=False)
-        pipe.get(_chat_key(chat))
-        (stream,) = await _execute(pipe)
+        pipe.get(chat_key(chat))
+        (stream,) = await execute(pipe)
         return stream.decode("ascii", "replace") if stream else None
 
     async def stop(self, stream: str, chat: str = "") -> None:
         """Seen by the producer's flusher at its next sign of life (within TOUCH seconds)."""
         pipe = self.client().pipeline(transaction=False)
-        pipe.set(_stop_key(stream), b"1", px=_ALIVE_MS)
+        pipe.set(stop_key(stream), b"1", px=ALIVE_MS)
         if chat:
-            pipe.delete(_chat_key(chat))
-        await _execute(pipe)
+            pipe.delete(chat_key(chat))
+        await execute(pipe)
 
     async def aclose(self) -> None:
         try:
@@ -146,139 +174,24 @@ class RedisStore(Store):
             await client.aclose()
 
 
-class RedisWriter(Writer):
-    def __init__(self, client: Client, stream: str, ttl: float, store: RedisStore) -> None:
-        self._client = client
-        self._keys = _keys(stream)
-        self._stream = stream
-        self._chat = ""  # the chat index key this log answers, once index() names one
-        self._chat_written = True
-        self._ttl_ms = max(1, int(ttl * 1000))
-        self._store = store
-        self._pending: collections.deque[bytes] = collections.deque()
-        self._last = 0  # the last position written (or skipped as too large)
-        self._first = self._first_sent = 1
-        self._complete: bool | None = None  # set by end(): the flusher's last round writes the marker
-        self._wake = asyncio.Event()
-        self._woken = False
-        self._done = asyncio.Event()
-        self._flushed_at = self._touched_at = -math.inf
-        task = asyncio.get_running_loop().create_task(self._run())
-        _flushers.add(task)
-        task.add_done_callback(_flushers.discard)
-
-    def write(self, seq: int, data: bytes) -> None:
-        self._pending.append(data)
-        self._last = seq
-        if not self._woken:
-            self._woken = True
-            self._wake.set()
-
-    def index(self, chat: str) -> None:
-        self._chat, self._chat_written = _chat_key(chat), False
-        if not self._woken:
-            self._woken = True
-            self._wake.set()
-
-    def trim(self, first: int) -> None:
-        self._first = first
-        self._last = max(self._last, first - 1)
-        while self._pending and self._last - len(self._pending) + 1 < first:
-            self._pending.popleft()
-
-    async def end(self, complete: bool) -> None:
-        if self._complete is None:
-            self._complete = complete
-            self._wake.set()
-        await self._done.wait()
-
-    async def _run(self) -> None:
-        try:
-            while True:
-                if not self._pending and self._complete is None:
-                    # Idle: wake at least every TOUCH seconds to say the producer is alive.
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), TOUCH)
-                gather = self._flushed_at + GATHER - time.monotonic()
-                if gather > 0 and self._complete is None:
-                    await asyncio.sleep(gather)  # more of the burst joins this batch
-                self._wake.clear()
-                self._woken = False
-                final = self._complete is not None
-                await self._flush(final)
-                self._flushed_at = time.monotonic()
-                if final:
-                    return
-        except StoreError as exc:
-            self.failed = True
-            self._pending.clear()
-            self._store.warn("failed mid-stream", exc)
-        finally:
-            self._done.set()
-
-    async def _flush(self, final: bool) -> None:
-        key, info_key, writer_key, readers_key = self._keys
-        pipe = self._client.pipeline(transaction=False)
-        if self._pending:
-            batch = list(self._pending)
-            self._pending.clear()
-            sizes = b",".join(b"%d" % len(data) for data in batch)
-            pipe.xadd(key, {"d": b"".join(batch), "n": sizes}, id=f"{self._last}-0")
-        if self._first != self._first_sent:
-            self._first_sent = self._first
-            pipe.xtrim(key, minid=f"{self._first}-0", approximate=False)
-            pipe.hset(info_key, "f", self._first)
-        if not self._chat_written:
-            self._chat_written = True
-            pipe.set(self._chat, self._stream, px=_live_ms(self._ttl_ms / 1000))
-        now = time.monotonic()
-        touch = final or now - self._touched_at >= TOUCH / 2  # signs of life: not with every batch
-        if final:
-            pipe.xadd(key, {"e": b"1" if self._complete else b"0"}, id=f"{self._last}-1")
-            pipe.delete(writer_key)
-        elif touch:
-            pipe.set(writer_key, b"1", px=_ALIVE_MS)
-        if touch:
-            self._touched_at = now
-            expire_ms = self._ttl_ms if final else _live_ms(self._ttl_ms / 1000)
-            pipe.pexpire(key, expire_ms)
-            pipe.pexpire(info_key, expire_ms)
-            if self._chat:
-                pipe.pexpire(self._chat, expire_ms)
-            pipe.exists(_stop_key(self._stream))
-            pipe.exists(readers_key)
-        results = await _execute(pipe)
-        self._store.recovered()
-        if not touch:
-            return
-        if results[-2] and not final and self.on_stop is not None:
-            on_stop, self.on_stop = self.on_stop, None
-            on_stop()
-        watched = bool(results[-1])
-        if watched != self.watched:
-            self.watched = watched
-            if self.on_watch is not None:
-                self.on_watch()
-
-
 class RedisReader(Reader):
     def __init__(self, client: Client, stream: str, after: int) -> None:
         self._client = client
-        self._keys = _keys(stream)
+        self._keys = keys(stream)
         self._after = after
         self._from = f"{after}-0"
 
     async def read(self, timeout: float) -> tuple[list[bytes], bool | None]:
         key, _, writer_key, readers_key = self._keys
-        block = max(1, int(min(timeout, TOUCH) * 1000)) if timeout != math.inf else int(TOUCH * 1000)
+        block = max(1, int(min(timeout, _BLOCK) * 1000))
         pipe = self._client.pipeline(transaction=False)
-        pipe.set(readers_key, b"1", px=_ALIVE_MS)
-        pipe.exists(writer_key)
+        pipe.set(readers_key, b"1", px=ALIVE_MS)
         pipe.xread({key: self._from}, count=_READ_BATCHES, block=block)
-        _, alive, got = await _execute(pipe)
+        pipe.exists(writer_key)  # after the wait: a lease that ran out during it is seen now
+        _, got, alive = await execute(pipe)
         out: list[bytes] = []
         for entry_id, entry in got[0][1] if got else ():
-            last, kind = _split_id(entry_id)
+            last, kind = split_id(entry_id)
             self._from = entry_id.decode("ascii")
             if kind == 1:
                 return out, entry.get(b"e") == b"1"
@@ -294,25 +207,15 @@ class RedisReader(Reader):
                 at += size
             self._after = max(self._after, last)
         if not out and not alive:
-            return out, False  # the producer died without an end marker
+            # No producer: ended (a reader past the log's last position reads no marker), or orphaned.
+            pipe = self._client.pipeline(transaction=False)
+            pipe.xrevrange(key, count=1)
+            (newest,) = await execute(pipe)
+            if newest and split_id(newest[0][0])[1] == 1:
+                return out, newest[0][1].get(b"e") == b"1"
+            self.orphaned = True  # the producer's lease ran out without an end marker: it died
+            return out, False
         return out, None
 
     async def _watch(self, on: bool) -> None:
         """Every ``read`` says the reader is there; the key expires on its own once they stop."""
-
-
-def _live_ms(ttl: float) -> int:
-    """A live log's keys are refreshed every TOUCH seconds; they must outlive a few missed refreshes."""
-    return int(max(ttl, 3 * TOUCH) * 1000) + _ALIVE_MS
-
-
-def _split_id(entry_id: bytes) -> tuple[int, int]:
-    seq, _, kind = entry_id.partition(b"-")
-    return int(seq), int(kind or 0)
-
-
-async def _execute(pipe: Any) -> list[Any]:
-    try:
-        return list(await pipe.execute())
-    except FAILURES as exc:
-        raise StoreError(f"redis: {type(exc).__name__}: {exc}") from exc

@@ -45,6 +45,7 @@ class Found:
     first: int  # the oldest position still kept (a client before ``first - 1`` cannot be resumed)
     last: int  # the newest position written
     end: bool | None  # None: live; True: ended complete; False: ended incomplete, or its producer died
+    orphaned: bool = False  # ended False because its producer's lease ran out, with no end marker
 
 
 class Writer(abc.ABC):
@@ -75,6 +76,8 @@ class Writer(abc.ABC):
 class Reader(abc.ABC):
     """A resumed request's view of one log, from a position on. ``async with`` it: while open, the
     producer sees it as watched."""
+
+    orphaned = False  # the end False that ``read`` returned: the producer's lease ran out, no end marker
 
     @abc.abstractmethod
     async def read(self, timeout: float) -> tuple[list[bytes], bool | None]:
@@ -109,8 +112,23 @@ class Store(abc.ABC):
         self._warned = False
 
     @abc.abstractmethod
-    async def create(self, stream: str, info: StreamInfo, ttl: float) -> Writer:
-        """Start a log; raises StoreError (then the stream runs without resume)."""
+    async def create(
+        self, stream: str, info: StreamInfo, ttl: float, lease: float = 6.0, request: bytes = b""
+    ) -> Writer:
+        """Start a log; raises StoreError (then the stream runs without resume). ``lease``: seconds the
+        producer's lease lasts unless its writer renews it (a store shared by hosts; see
+        :class:`Found`'s ``orphaned``). ``request``: a :class:`~.._core.resume.KeptRequest`, encoded,
+        kept as long as the log for a host that takes the stream over (b"": none)."""
+
+    async def take(self, stream: str, ttl: float, lease: float) -> tuple[Writer, int] | None:
+        """Take over an orphaned log (its producer's lease ran out, no end marker): at most one caller,
+        on any host, gets its writer (going on after the position returned, the log's last) and the
+        lease; None for every other, and when the log has ended. Raises StoreError."""
+        return None
+
+    async def request(self, stream: str) -> bytes | None:
+        """The request :meth:`create` kept with the log, if any; raises StoreError."""
+        return None
 
     @abc.abstractmethod
     async def find(self, stream: str) -> Found | None:

@@ -6,7 +6,8 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from .servers import free_port, require, wait_for_port
 
@@ -22,6 +23,18 @@ class RedisServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def redis_client(server: RedisServer) -> AsyncIterator[Any]:
+    """A plain redis-py client of ``server``, to look at the keys a test's streams wrote."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(server.url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 @contextlib.contextmanager

@@ -175,14 +175,16 @@ async def test_a_client_with_everything_gets_204_so_eventsource_stops(store_url:
     client = Wire()
     await mw(request(log.stream, 3), client.receive, client.send)
     assert start_of(client)["status"] == 204 and client.data == b"" and app.calls == []
-    # Control: one event short gets that event; a stream that was cut goes to the app instead.
+    # Control: one event short gets that event; a stream that was cut gets its error, not a 204 (which
+    # would read as the whole answer) and not the app (a new answer after half of this one).
     client = Wire()
     await mw(request(log.stream, 2), client.receive, client.send)
     assert start_of(client)["status"] == 200 and [e.data for e in client.events()] == ["3"]
     cut, _ = await produce(mw, 3, end=False)
     client = Wire()
     await mw(request(cut.stream, 3), client.receive, client.send)
-    assert answered_by_the_app(client)
+    assert start_of(client)["status"] == 200 and app.calls == []
+    assert [e.event for e in client.events()] == ["error"] and client.complete
 
 
 async def test_a_follower_that_leaves_leaves_the_log_unwatched(store_url: str) -> None:

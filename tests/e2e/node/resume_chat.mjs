@@ -3,6 +3,7 @@
 //   MODE "resume": send a message, read a few chunks, abort (a page reload), then
 //     transport.reconnectToStream({ chatId }) against RESUME_BASE (another host, or the same) and read it.
 //   MODE "reconnect": only reconnectToStream (an unknown chat, a finished one, or a stopped one).
+//   MODE "send": only the first half of "resume" (the test kills the host before it reconnects).
 //   MODE "stop": send a message, read a few chunks, DELETE {api}/{chatId}/stream (how an app stops a
 //     resumable stream with the SDK's stop()), abort, then reconnect.
 // Prints one JSON object: the text read before the abort, the text of the resumed stream (null when
@@ -51,6 +52,10 @@ try {
     if (mode === "stop") await fetch(`${postBase}/api/chat/${encodeURIComponent(chatId)}/stream`, { method: "DELETE" });
     abort.abort();
     await reader.cancel().catch(() => {});
+    if (mode === "send") {
+      console.log(JSON.stringify(result));
+      process.exit(0);
+    }
   }
   const transport = new DefaultChatTransport({ api: `${resumeBase}/api/chat` });
   const resumed = await transport.reconnectToStream({ chatId });
