@@ -23,6 +23,8 @@ and writes what comes back.
 - :mod:`.disconnect`: seeing a client leave without changing the app's ``receive``, and the stream's
   disconnect listener.
 - :mod:`.resume`, :mod:`.chat_resume`: answering a ``Last-Event-ID`` or the AI SDK's
-  ``GET .../{chatId}/stream`` (and its ``DELETE``) from the log, without the app.
+  ``GET .../{chatId}/stream`` (and its ``DELETE``) from the log, without the app; :mod:`.takeover`, a
+  dead producer's stream (its lease run out) claimed by one host and run again onto the same log, or
+  ended with the format's error.
 - :mod:`.backend`: the asyncio/trio look-ups anyio does not offer cheaply.
 """
