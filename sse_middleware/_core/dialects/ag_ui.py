@@ -108,6 +108,9 @@ class AGUI(Spliced):
     operation = "chat"
     ending = RunErrorEnding
     end_marker = "a RUN_FINISHED event"
+    recovery = None
+    """Not built: a re-run would have to carry the run's and its messages' ids, and its snapshots, onto
+    the client's."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -34,6 +34,7 @@ from ..wire import (
 )
 from .base import Dialect, First, Spliced
 from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
+from .recovery.ai_sdk import UITranscript
 
 _PARTS: Final = {
     "text-delta": ("id", "delta"),
@@ -95,6 +96,7 @@ class AISDK(Spliced):
     operation = "chat"
     ending = UIMessageEnding
     end_marker = 'a {"type":"finish"} part'
+    recovery = UITranscript
     chat_resume = True
     hint = (b"x-vercel-ai-ui-message-stream", b"v1")
 

@@ -32,6 +32,7 @@ from ..wire import (
 )
 from .base import Dialect, First, Spliced, matched
 from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
+from .recovery.anthropic import AnthropicTranscript
 
 _FAST: Final = re.compile(
     rb'event: ?content_block_delta\ndata: ?\{"type":"content_block_delta","index":(\d+),'
@@ -93,6 +94,7 @@ class Anthropic(Spliced):
     operation = "chat"
     ending = AnthropicEnding
     end_marker = "event: message_stop"
+    recovery = AnthropicTranscript
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:

@@ -44,6 +44,7 @@ from ..wire import (
     unescape,
 )
 from .endings import Ending, NoEnding, data_error, sse_error
+from .recovery.base import Transcript
 
 __all__ = [
     "Delta",
@@ -110,6 +111,10 @@ class Dialect:
     """A response header (lowercase name, value) that names this format before any event."""
     rank: ClassVar[int] = 0
     """Detection asks lower ranks first: a format that proves itself by its own event types is 0."""
+    recovery: ClassVar[type[Transcript] | None] = None
+    """The format's mid-stream recovery (:mod:`.recovery`): what the client has, the splice of a re-run,
+    the body of a re-run that asks for a continuation. None: its streams are never recovered; a format
+    says so itself, with why as this attribute's docstring."""
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:
@@ -323,6 +328,8 @@ class Generic(Dialect):
     event (``event: error``) is also Anthropic's and the Responses API's name for theirs."""
 
     rank = 2
+    recovery = None
+    """Nothing in a generic stream says what text its client has, nor when its answer is whole."""
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:

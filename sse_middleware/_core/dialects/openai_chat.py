@@ -40,6 +40,7 @@ from ..wire import (
 )
 from .base import Dialect, First, Spliced, data_text, matched, message_of
 from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
+from .recovery.openai_chat import ChatTranscript
 
 # The compact shape real servers send, matched in C so the per-token path parses no JSON. It matches only
 # what the full parse would also merge, with the same key; anything else takes the full parse.
@@ -145,6 +146,7 @@ class OpenAIChat(Spliced):
     operation = "chat"
     ending = ChatEnding
     end_marker = "data: [DONE]"
+    recovery = ChatTranscript
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:

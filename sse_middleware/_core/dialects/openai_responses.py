@@ -37,6 +37,7 @@ from ..wire import (
 )
 from .base import Dialect, First, named_error
 from .endings import CONTENT_FILTER, Ending, Reads, data_error, detail
+from .recovery.openai_responses import ResponsesTranscript
 
 _PLACES: Final = {
     b"response.output_text.delta": ("item_id", "output_index", "content_index"),
@@ -101,6 +102,7 @@ class OpenAIResponses(Dialect):
     merges = True
     ending = ResponsesEnding
     end_marker = "event: response.completed"
+    recovery = ResponsesTranscript
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:

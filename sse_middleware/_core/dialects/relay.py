@@ -107,6 +107,9 @@ class JsonRelay(Spliced):
 
     name = "json"
     rank = 1  # a guess a whole stream must prove: asked after every format that proves itself
+    recovery = None
+    """A relay's events name their text field, not an id, an end or an error: no re-run can be spliced
+    onto what its client has."""
 
     @classmethod
     def detect(cls, first: First) -> Dialect | None:

@@ -20,6 +20,9 @@ class Text(Dialect):
 
     name = "text"
     merges = True
+    recovery = None
+    """Plain text tokens carry no error event and no end marker: no failure shows in the stream, and no
+    answer is known to be whole."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -25,8 +25,8 @@ import re
 from collections import Counter
 from typing import Final
 
+from ..dialects.recovery.common import Matcher
 from ..graphemes import is_grapheme_boundary
-from .common import Matcher
 
 ANCHOR_CHARS: Final = 40
 """About how many characters the model is asked to repeat: enough to be found only where it was
@@ -93,7 +93,7 @@ def resembles(anchor: str, head: str) -> bool:
 class Seam(Matcher):
     """The reply of one anchored re-run, fed as it streams, made into the continuation of ``had``.
 
-    In the place of a :class:`~.common.Matcher`: :meth:`feed` returns the part of each piece the
+    In the place of a :class:`Matcher`: :meth:`feed` returns the part of each piece the
     client gets ("" while the head is held, None: the attempt failed); ``matching`` says the head is
     still held; :meth:`finish` decides what is held when the reply's text ends.
     """

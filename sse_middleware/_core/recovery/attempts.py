@@ -12,26 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Final
 
-from ..dialects import detect
+from ..dialects import BY_NAME, detect
+from ..dialects.recovery.base import Mode, Splicer, Transcript
+from ..dialects.recovery.common import Failure, Usage, read, split
 from ..sse import Framer
 from .anchor import PROMPT
-from .anthropic import AnthropicTranscript
-from .base import Mode, Splicer, Transcript
-from .chat import ChatTranscript
-from .common import Failure, Usage, read, split
 from .prefill import Asking
 from .raised import RETRY_AFTER_MAX
-from .responses import ResponsesTranscript
-from .ui import UITranscript
 from .value import Recovery
 
-FORMATS: Final[dict[str, type[Transcript]]] = {
-    cls.dialect.name: cls for cls in (ChatTranscript, AnthropicTranscript, ResponsesTranscript, UITranscript)
-}
-"""The formats recovery reads, by their dialect's name (derived from the dialect classes); any other
-stream is never recovered."""
+
+def transcript_for(dialect: str) -> Transcript | None:
+    """A new transcript for a stream of the format named ``dialect``, made by the recovery its dialect
+    class names; None for a format without one (its streams are never recovered) or no format at all."""
+    found = BY_NAME.get(dialect)
+    if found is None or found.recovery is None:
+        return None
+    return found.recovery(found)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,11 +61,11 @@ class GiveUp:
 
 class Recoverer:
     """``mode``: ``retry`` or ``continue``; ``body``: ``same`` (the body is replayed unchanged, so a re-run
-    may start over: see :class:`~.common.Matcher`), ``prefill``, ``anchor`` or ``auto`` (how the re-run
-    asks for the continuation, with ``prompt`` and ``models``: see :mod:`.prefill`); ``dialect``:
-    the format when the settings name it, else ``auto`` (read from the first event with data);
-    ``max_event``: an event larger than this is not held whole, and the stream is no longer
-    recoverable."""
+    may start over: see :class:`~..dialects.recovery.common.Matcher`), ``prefill``, ``anchor`` or
+    ``auto`` (how the re-run asks for the continuation, with ``prompt`` and ``models``: see
+    :mod:`.prefill`); ``dialect``: the format when the settings name it, else ``auto`` (read from the
+    first event with data); ``max_event``: an event larger than this is not held whole, and the stream
+    is no longer recoverable."""
 
     def __init__(
         self,
@@ -86,7 +84,7 @@ class Recoverer:
         self._body = b""  # the request's body, for a re-run after a refused one
         self._max_event = max_event
         self._detecting = dialect == "auto"
-        self.transcript: Transcript | None = FORMATS[dialect]() if dialect in FORMATS else None
+        self.transcript: Transcript | None = transcript_for(dialect)
         self.splicer: Splicer | None = None
         self.attempt = 0
         self.first: Failure | None = None
@@ -123,8 +121,7 @@ class Recoverer:
                     out.append(raw)
                     return None
                 self._detecting = False
-                known = FORMATS.get(found.name)
-                self.transcript = transcript = known() if known is not None else None
+                self.transcript = transcript = transcript_for(found.name)
                 if transcript is None:
                     self._why_not = f"format {found.name}"
             if transcript is None:

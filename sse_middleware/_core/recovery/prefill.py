@@ -1,22 +1,15 @@
 """How a re-run asks its upstream for a continuation of the client's text: the request body rewritten
-(``recover_body``), for the request shapes the middleware reads.
+(``recover_body``), in the shape of the stream's format, which its recovery class says
+(:class:`~..dialects.recovery.base.Transcript`: ``prefilled``, ``turns``, ``text_part``).
 
 ``prefill``: the client's text as a final assistant turn the upstream continues, and nothing else (never
-a system prompt of ours; the app's own prompt is the app's):
-
-* Anthropic Messages: a final assistant turn holding the text. The API rejects a final assistant turn
-  that ends in whitespace, so that is left out of it; the splice then drops the whitespace again where
-  the continuation repeats it. A request with extended thinking is not rewritten: the API requires its
-  final assistant turn to begin with a thinking block, which the middleware does not have.
-* OpenAI chat: a final assistant message with ``"prefix": true`` (what DeepSeek's and Mistral's chat
-  APIs read), plus ``continue_final_message: true, add_generation_prompt: false`` (what vLLM's
-  OpenAI-compatible server reads) under the body's ``extra_body`` key: a relay that forwards the body
-  with the official SDK (``create(**body)``) hands them to it as ``extra_body``, which it merges into the
-  request's JSON (as top-level keys they are a ``TypeError`` in the SDK).
+a system prompt of ours; the app's own prompt is the app's): Anthropic Messages and OpenAI chat (each
+format's module says how).
 
 ``anchor``: for upstreams without prefill (OpenAI's API, newer Claude models), the client's text as an
 assistant turn and one short user turn asking the model to go on, first repeating its last words
-(:mod:`.anchor`); for OpenAI chat, Responses and Anthropic Messages.
+(:mod:`.anchor`); for the formats whose requests hold their turns in a field (OpenAI chat, Responses and
+Anthropic Messages).
 
 A request that already ends with an assistant turn (the app's own prefill) gets the text appended to it.
 ``auto`` picks one of these per request from the body's ``model`` (:data:`MODELS`), and a prefill that
@@ -26,14 +19,16 @@ message prefill") is followed by an anchored re-run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final, NamedTuple
 
+from ..dialects import BY_NAME
+from ..dialects.recovery.base import Transcript
+from ..dialects.recovery.common import Matcher
+from ..dialects.recovery.request import Prefilled, append_turn, dump_body
 from ..wire import loads
 from .anchor import PROMPT, Seam, anchor_of, prompt_for
-from .common import Matcher
 
 MODELS: Final[Mapping[str, str]] = {
     "*claude-opus-4-[6-9]*": "anchor",
@@ -52,13 +47,6 @@ first match wins; the setting ``recover_models`` is read before these). Claude S
 answer a prefill with 400; earlier Claude models, DeepSeek and Mistral continue a prefill; OpenAI's API,
 and any model not named, take the anchor (which every chat API accepts)."""
 MODES: Final = ("same", "prefill", "anchor")
-_VLLM: Final = {"continue_final_message": True, "add_generation_prompt": False}
-
-
-class Prefilled(NamedTuple):
-    body: bytes
-    left_out: str
-    """Trailing whitespace of the client's text that the prefill could not carry."""
 
 
 class Asked(NamedTuple):
@@ -76,24 +64,15 @@ def prefill(body: bytes, dialect: str, text: str) -> Prefilled | None:
     return _prefill(request, dialect, text) if isinstance(request, dict) else None
 
 
+def _shape(dialect: str) -> type[Transcript] | None:
+    """The recovery class of the format named ``dialect``: it knows its requests' shape."""
+    found = BY_NAME.get(dialect)
+    return found.recovery if found is not None else None
+
+
 def _prefill(request: dict[str, Any], dialect: str, text: str) -> Prefilled | None:
-    if not text or not isinstance(request.get("messages"), list):
-        return None
-    messages: list[Any] = list(request["messages"])
-    if dialect == "anthropic":
-        if request.get("thinking") and (request["thinking"] or {}).get("type") != "disabled":
-            return None
-        kept = text.rstrip()
-        if not kept:
-            return None
-        _append(messages, kept, {})
-        return Prefilled(_dumps({**request, "messages": messages}), text[len(kept) :])
-    if dialect == "openai":
-        _append(messages, text, {"prefix": True})
-        extra = request.get("extra_body")
-        extra = {**(extra if isinstance(extra, dict) else {}), **_VLLM}
-        return Prefilled(_dumps({**request, "messages": messages, "extra_body": extra}), "")
-    return None
+    shape = _shape(dialect)
+    return shape.prefilled(request, text) if shape is not None and text else None
 
 
 def anchored(body: bytes, dialect: str, text: str, prompt: str = PROMPT) -> tuple[bytes, str] | None:
@@ -105,18 +84,19 @@ def anchored(body: bytes, dialect: str, text: str, prompt: str = PROMPT) -> tupl
 
 def _anchored(request: dict[str, Any], dialect: str, text: str, prompt: str) -> tuple[bytes, str] | None:
     anchor = anchor_of(text)
-    if not anchor:
+    shape = _shape(dialect)
+    if not anchor or shape is None or shape.turns is None:
         return None
-    field = "input" if dialect == "openai-responses" else "messages"
+    field = shape.turns
     turns = request.get(field)
-    if dialect not in ("openai", "anthropic", "openai-responses") or not isinstance(turns, (list, str)):
+    if not isinstance(turns, (list, str)):
         return None
-    if isinstance(turns, str):  # Responses' shorthand: the input is one user message
+    if isinstance(turns, str):  # a shorthand (the Responses API's): the input is one user message
         turns = [{"role": "user", "content": turns}]
     turns = list(turns)
-    _append(turns, text, {}, "output_text" if field == "input" else "text")
+    append_turn(turns, text, {}, shape.text_part)
     turns.append({"role": "user", "content": prompt_for(prompt, anchor)})
-    return _dumps({**request, field: turns}), anchor
+    return dump_body({**request, field: turns}), anchor
 
 
 def mode_for(request: Any, models: Mapping[str, str] | None) -> str:
@@ -170,20 +150,3 @@ class Asking:
             return False
         self._no_prefill = True
         return True
-
-
-def _append(messages: list[Any], text: str, extra: dict[str, Any], part: str = "text") -> None:
-    last = messages[-1] if messages else None
-    if not (isinstance(last, dict) and last.get("role") == "assistant"):
-        messages.append({"role": "assistant", "content": text, **extra})
-        return
-    content = last.get("content")
-    if isinstance(content, list):
-        merged: Any = [*content, {"type": part, "text": text}]
-    else:
-        merged = (content if isinstance(content, str) else "") + text
-    messages[-1] = {**last, "content": merged, **extra}
-
-
-def _dumps(request: dict[str, Any]) -> bytes:
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from ..dialects.recovery.common import Failure
 from ..lifecycle import LifecycleError
-from .common import Failure
 
 
 class Stage(enum.Enum):

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-Reason = Literal["exception", "upstream_error", "stall", "truncated", "diverged", "takeover"]
-"""Why the previous run failed. ``diverged``: a re-run whose text repeated part of what the client has
-and then departed from it (neither a restart nor a continuation), so it could not be spliced.
-``takeover``: the host that produced the stream died, and this host took the stream over (a resumable
-stream in a shared store: the text is what its log holds)."""
+from ..dialects.recovery.common import Reason
 
 SCOPE_KEY: Final = "sse_middleware.recovery"
 """Where a re-run's scope holds its :class:`Recovery` (namespaced like every key of ours)."""

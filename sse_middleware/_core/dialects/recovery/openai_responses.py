@@ -5,14 +5,16 @@ final response object, so a continuation would have to rewrite each of those wit
 attempts; until that is built, ``continue`` treats text that reached the client as not recoverable.
 What a retry needs: the re-run's ``response.created`` / ``response.in_progress`` dropped, its response
 id made the client's, and its sequence numbers carried on from the client's last.
+
+The API takes no prefill; an anchored re-run's turns go in ``input`` (its text parts are
+``output_text``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from ..dialects import OpenAIResponses
-from .base import REQUEST_FAULTS, Mode, Splicer, Transcript
+from .base import REQUEST_FAULTS, Format, Mode, Splicer, Transcript
 from .common import Failure, Read, write
 
 _PREAMBLE: Final = frozenset(("response.created", "response.in_progress"))
@@ -32,10 +34,11 @@ def _tool(name: str, obj: dict[str, Any]) -> bool:
 
 
 class ResponsesTranscript(Transcript):
-    dialect = OpenAIResponses
+    turns = "input"
+    text_part = "output_text"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, dialect: Format) -> None:
+        super().__init__(dialect)
         self.id: Any = None
         self.sequence = -1  # the last sequence number the client has
 

@@ -4,14 +4,16 @@ Parts are placed as Anthropic's blocks are (see :mod:`.anthropic`), by id instea
 ``start`` is dropped, so is its ``start-step`` while the client's step is open, and a part that continues
 the client's open part of its kind takes that part's id. A new part keeps its own id unless the client
 already knows that id for another part.
+
+The request of an AI SDK chat (its UI messages) is the app's own shape: it is never rewritten for a
+continuation.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from ..dialects import AISDK
-from .base import Splicer, Transcript
+from .base import Format, Splicer, Transcript
 from .common import Failure, Read, write
 
 _STARTS: Final = {"text-start": "text", "reasoning-start": "reasoning"}
@@ -25,10 +27,8 @@ def _type(event: Read) -> Any:
 
 
 class UITranscript(Transcript):
-    dialect = AISDK
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, dialect: Format) -> None:
+        super().__init__(dialect)
         self.open: dict[str, str] = {}  # id -> kind, for the client's parts started and not ended
         self.ids: set[str] = set()
         self.step = False  # the client has a step started and not finished

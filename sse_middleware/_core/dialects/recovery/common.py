@@ -1,4 +1,5 @@
-"""What every format's recovery shares: reading an event, the text matcher, usage over attempts.
+"""What every format's recovery shares: reading an event, why a run failed, the text matcher, usage over
+attempts.
 
 Recovery reads whole raw events (the framer's output) with a full JSON parse: it runs only on routes that
 asked for it, and only the events it changes are written again (compact JSON, so the coalescer's fast
@@ -8,12 +9,17 @@ readers still know them).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
-from ..sse import Event, encode
-from ..tokens import estimate_tokens
-from ..wire import dumps, loads, name_and_data
-from .value import Reason
+from ...sse import Event, encode
+from ...tokens import estimate_tokens
+from ...wire import dumps, loads, name_and_data
+
+Reason = Literal["exception", "upstream_error", "stall", "truncated", "diverged", "takeover"]
+"""Why the previous run failed. ``diverged``: a re-run whose text repeated part of what the client has
+and then departed from it (neither a restart nor a continuation), so it could not be spliced.
+``takeover``: the host that produced the stream died, and this host took the stream over (a resumable
+stream in a shared store: the text is what its log holds)."""
 
 DONE: Final = b"data: [DONE]\n\n"
 TEXT_KINDS: Final = ("text", "reasoning")
@@ -126,7 +132,7 @@ class Matcher:
 
     def finish(self) -> str | None:
         """The re-run's text ended: what is held for the client (None: a failed attempt). A Matcher
-        holds nothing; an :class:`~.anchor.Seam` may."""
+        holds nothing; an :class:`~...recovery.anchor.Seam` may."""
         return ""
 
     @property

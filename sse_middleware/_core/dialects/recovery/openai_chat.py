@@ -3,17 +3,25 @@
 The client knows the answer by the first chunk's ``id`` (and ``created``); its role came in the first
 chunk. A re-run's chunks take that id, lose the role the client already has and the text it already has
 (see :class:`~.common.Matcher`), and its usage chunk counts the failed attempts too.
+
+A prefilled re-run's request ends with a final assistant message holding the client's text with
+``"prefix": true`` (what DeepSeek's and Mistral's chat APIs read), plus ``continue_final_message: true,
+add_generation_prompt: false`` (what vLLM's OpenAI-compatible server reads) under the body's
+``extra_body`` key: a relay that forwards the body with the official SDK (``create(**body)``) hands them
+to it as ``extra_body``, which it merges into the request's JSON (as top-level keys they are a
+``TypeError`` in the SDK). An anchored re-run's turns go in ``messages``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from ..dialects import OpenAIChat
-from .base import REQUEST_FAULTS, Splicer, Transcript
+from .base import REQUEST_FAULTS, Format, Splicer, Transcript
 from .common import DONE, Failure, Read, write
+from .request import Prefilled, append_turn, dump_body, turns_of
 
 _KINDS: Final = {"content": "text", "reasoning_content": "reasoning", "reasoning": "reasoning"}
+_VLLM: Final = {"continue_final_message": True, "add_generation_prompt": False}
 
 
 def _is_done(event: Read) -> bool:
@@ -21,11 +29,21 @@ def _is_done(event: Read) -> bool:
 
 
 class ChatTranscript(Transcript):
-    dialect = OpenAIChat
     end_event = DONE
+    turns = "messages"
 
-    def __init__(self) -> None:
-        super().__init__()
+    @classmethod
+    def prefilled(cls, request: dict[str, Any], text: str) -> Prefilled | None:
+        messages = turns_of(request, "messages")
+        if messages is None:
+            return None
+        append_turn(messages, text, {"prefix": True})
+        extra = request.get("extra_body")
+        extra = {**(extra if isinstance(extra, dict) else {}), **_VLLM}
+        return Prefilled(dump_body({**request, "messages": messages, "extra_body": extra}), "")
+
+    def __init__(self, dialect: Format) -> None:
+        super().__init__(dialect)
         self.id: Any = None
         self.created: Any = None
         self.roles: set[Any] = set()  # the choices whose role the client has

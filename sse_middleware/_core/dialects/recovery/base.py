@@ -1,18 +1,21 @@
 """The two halves of one format's recovery: what the client has (:class:`Transcript`), and how a re-run
-is made to continue it (:class:`Splicer`).
+is made to continue it (:class:`Splicer`); and the shape of the format's request, for a re-run that asks
+for a continuation.
 
 A :class:`Transcript` reads every event on its way to the client (the first run's, then the spliced
 re-runs'), so at any failure it knows the text of each part the client has, whether a tool call began
 reaching it (then nothing is continued: providers do not continue arguments), the ids the client knows
 the answer by, and which part is still open. A :class:`Splicer` is made for one re-run from that state.
+A format's dialect class names its transcript class (``Dialect.recovery``), which is made for each stream
+with that dialect class (:class:`Format`: its name and its end marker).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
-from ..dialects import Dialect
 from .common import TEXT_KINDS, Failure, Matcher, Read, Usage
+from .request import Prefilled
 
 Mode = Literal["retry", "continue"]
 
@@ -32,16 +35,42 @@ REQUEST_FAULTS = frozenset(
 )
 
 
-class Transcript:
-    """What the client has of one stream; one subclass per format."""
+class Format(Protocol):
+    """What a transcript asks of its format's dialect class (a class, not a reader)."""
 
-    dialect: ClassVar[type[Dialect]]
-    """The format's class: its name, and its end marker (a body ending without one is truncated)."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def end_marker(self) -> str | None: ...
+
+    def is_end(self, raw: bytes) -> bool: ...
+
+
+class Transcript:
+    """What the client has of one stream; one subclass per format, named by its dialect class, which it is
+    made with (``dialect``: the format's name, and its end marker: a body ending without one is
+    truncated)."""
+
     end_event: ClassVar[bytes] = b""
     """The end marker as an event, for a re-run whose answer went out whole without it; b"" where the
     format's finish is its end marker."""
+    turns: ClassVar[str | None] = None
+    """The request body's field that holds the conversation (``messages``; the Responses API's ``input``):
+    where an anchored re-run adds the client's text as an assistant turn and its one user turn. None: the
+    format's requests are never rewritten for an anchored re-run."""
+    text_part: ClassVar[str] = "text"
+    """The type of a text part in an assistant turn's list of parts (the Responses API's ``output_text``)."""
 
-    def __init__(self) -> None:
+    @classmethod
+    def prefilled(cls, request: dict[str, Any], text: str) -> Prefilled | None:
+        """The request, ``request`` (a JSON object), rewritten to have its upstream continue ``text`` (not
+        empty) as its own assistant prefill; None: the format's requests take no prefill, or this one
+        cannot."""
+        return None
+
+    def __init__(self, dialect: Format) -> None:
+        self.dialect = dialect
         self._had: dict[str, list[str]] = {kind: [] for kind in TEXT_KINDS}
         self.tool = False  # a tool call (its head or arguments) reached the client
         self.content = False  # something beyond the preamble reached the client

@@ -6,15 +6,21 @@ blocks' indices. A re-run's ``message_start`` is dropped. Its text and thinking 
 is dropped, start to stop; the block in which the re-run catches up with the client's text (or, for a
 continuation, its first block of that kind, even an empty one) becomes the client's open block, under
 its index; any later block is new, numbered on from the client's last index.
+
+A prefilled re-run's request ends with a final assistant turn holding the client's text. The API rejects
+a final assistant turn that ends in whitespace, so that is left out of it; the splice then drops the
+whitespace again where the continuation repeats it. A request with extended thinking is not rewritten:
+the API requires its final assistant turn to begin with a thinking block, which the middleware does not
+have. An anchored re-run's turns go in ``messages``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from ..dialects import Anthropic
-from .base import Splicer, Transcript
+from .base import Format, Splicer, Transcript
 from .common import Failure, Read, write
+from .request import Prefilled, append_turn, dump_body, turns_of
 
 _DELTAS: Final = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "reasoning")}
 _BLOCKS: Final = {"text": "text", "thinking": "reasoning"}
@@ -23,11 +29,20 @@ _UNKNOWN: Final = object()  # a held block whose fate its text has not decided y
 
 
 class AnthropicTranscript(Transcript):
-    dialect = Anthropic
     end_event = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    turns = "messages"
 
-    def __init__(self) -> None:
-        super().__init__()
+    @classmethod
+    def prefilled(cls, request: dict[str, Any], text: str) -> Prefilled | None:
+        messages, kept = turns_of(request, "messages"), text.rstrip()
+        thinking = request.get("thinking")
+        if messages is None or (thinking and (thinking or {}).get("type") != "disabled") or not kept:
+            return None
+        append_turn(messages, kept, {})
+        return Prefilled(dump_body({**request, "messages": messages}), text[len(kept) :])
+
+    def __init__(self, dialect: Format) -> None:
+        super().__init__(dialect)
         self.open: tuple[int, str] | None = None  # the client's open block: (index, kind of text)
         self.last = -1  # the highest block index the client has
 
