@@ -3,8 +3,9 @@
 Each format's class carries its name, its detection, its end marker, its error event, its content-filter
 ending and whether it is the AI SDK's chat stream; the settings' accepted names, the readers by name, the
 order of detection, the response-header hints, the check's end markers and error shapes are read from
-the classes. The controls: a name no class carries is refused, an end marker is not its format's
-content event, and an ending of the wrong class would build another format's frame.
+the classes (and the streams recovery reads: :mod:`.test_registry_recovery`). The controls: a name no
+class carries is refused, an end marker is not its format's content event, and an ending of the wrong
+class would build another format's frame.
 """
 
 from __future__ import annotations
