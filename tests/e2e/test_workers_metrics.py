@@ -8,7 +8,9 @@ the scrape answers with its own counts only, holds fewer.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +32,12 @@ def doc_query(name: str) -> str:
 
 def by_job(url: str, promql: str) -> dict[str, float]:
     return {r["metric"].get("job", ""): float(r["value"][1]) for r in instant(url, promql)}
+
+
+def listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
 
 
 def one(app_url: str) -> str:
@@ -57,6 +65,10 @@ def test_streams_summed_over_every_workers_metrics_port_are_all_the_streams() ->
         prometheus({"workers": ports, "naive": [app.port]}) as url,
         ThreadPoolExecutor(BATCH) as pool,
     ):
+        deadline = time.monotonic() + 60
+        while sum(listening(port) for port in ports) < 2:  # both workers have imported the app
+            assert time.monotonic() < deadline, "the two workers did not both start"
+            time.sleep(0.2)
         workers: list[str] = []
         while len(set(workers)) < 2:
             assert len(workers) < 10 * BATCH, "every stream went to one worker"
