@@ -9,21 +9,16 @@ the latencies (or the model label) cannot pass for both.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
-import shutil
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
 
-from ..support.servers import ROOT, free_port, require, uvicorn, wait_for_port
+from ..support.prometheus import instant, prometheus
+from ..support.servers import ROOT, free_port, uvicorn
 
 DOC = ROOT / "docs" / "observability.md"
 # (ttft, gap) per requested model, each well inside one bucket of the conventions' boundaries.
@@ -51,44 +46,9 @@ def bucket(value: float, bounds: tuple[float, ...]) -> tuple[float, float]:
     raise AssertionError(f"{value} is outside {bounds}")
 
 
-@contextlib.contextmanager
-def prometheus(target_port: int) -> Iterator[str]:
-    binary = require(shutil.which("prometheus") or None, "prometheus (apt-get install prometheus)")
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="prometheus-") as tmp:
-        config = Path(tmp) / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs: [{job_name: app, static_configs: [{targets: [TARGET]}]}]\n".replace(
-                "TARGET", f"'127.0.0.1:{target_port}'"
-            )
-        )
-        log = (Path(tmp) / "prometheus.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp}/data",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            cwd=tmp,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, proc, timeout=60)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(20)
-            log.close()
-
-
 def query(url: str, promql: str) -> dict[str, float]:
     """An instant query's result as {gen_ai_request_model: value}."""
-    reply = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=30, trust_env=False).json()
-    assert reply["status"] == "success", reply
-    results = reply["data"]["result"]
+    results = instant(url, promql)
     return {r["metric"].get("gen_ai_request_model", ""): float(r["value"][1]) for r in results}
 
 
@@ -124,7 +84,7 @@ def results() -> dict[str, dict[str, float]]:
         # streams one run in six, and its quantile would be empty.
         "SSE_MIDDLEWARE_INTER_CHUNK_SAMPLE_EVERY": "8",
     }
-    with uvicorn("tests.support.apps_otel:app", env) as app, prometheus(metrics_port) as url:
+    with uvicorn("tests.support.apps_otel:app", env) as app, prometheus({"app": [metrics_port]}) as url:
         count = "sum(gen_ai_server_time_to_first_token_seconds_count)"
         # One stream per model first, scraped before the measured set: rate() counts increases from
         # the first sample a series has, so the measured streams must come after it.
@@ -138,7 +98,13 @@ def results() -> dict[str, dict[str, float]]:
 
 
 def test_the_doc_has_the_queries_the_test_runs() -> None:
-    assert set(doc_queries()) == {"ttft_p95", "tpot_p95", "gap_p95", "ttft_burn"}
+    assert set(doc_queries()) == {
+        "ttft_p95",
+        "tpot_p95",
+        "gap_p95",
+        "ttft_burn",
+        "streams_by_job",
+    }  # the last: test_workers_metrics
 
 
 @pytest.mark.parametrize(
