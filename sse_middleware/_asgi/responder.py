@@ -189,14 +189,11 @@ class Responder:
             # so that an app that awaits nothing but send (an async generator over a list) stops here.
             await anyio.lowlevel.checkpoint()
         else:  # after its own final body, or a disconnect it heard: the server's business, as without us
-            if stream is None:
-                await self._send(message)
-                return
-            if not self.life.connected:
+            if stream is not None and not self.life.connected:
                 # uvicorn's send to a gone client returns without a checkpoint: a generator that awaits
                 # nothing else would spin forever, deaf to its own (Starlette's) cancellation.
                 await anyio.lowlevel.checkpoint()
-            await stream.writer.untouched(message)
+            await self._send(message)
 
     async def _start(self, message: Message) -> None:
         extra: Sequence[Guard] = ()

@@ -3,6 +3,7 @@ interface of the stream it writes for, and the body messages it sends."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
@@ -77,7 +78,6 @@ class WriterState:
         "_tell_stuck_at",
         "_trailers",
         "clocks",
-        "encoder",
         "index",
         "last_frame",
         "life",
@@ -104,7 +104,6 @@ class WriterState:
     timeout: float
     sending_since: float
     clocks: Clocks
-    encoder: Compressor | None
 
 
 def body_bytes(body: object) -> bytes:
@@ -117,6 +116,15 @@ def body_bytes(body: object) -> bytes:
 def body_frame(data: bytes) -> Message:
     """A body message with more to come."""
     return {"type": BODY, "body": data, "more_body": True}
+
+
+def compressing(send: Send, encoder: Compressor) -> Send:
+    """The server's ``send`` for a compressed stream: each message :func:`encoded` on its way."""
+
+    def send_encoded(message: Message) -> Awaitable[None]:
+        return send(encoded(encoder, message))
+
+    return send_encoded
 
 
 def encoded(encoder: Compressor, message: Message) -> Message:

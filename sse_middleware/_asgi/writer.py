@@ -34,7 +34,7 @@ from .._types import Message, Send
 from .backend import TaskCut, cancel_scope
 from .last_write import LastWrites
 from .watcher import Watcher, scope_time
-from .write_lock import Ends, WriteLock, body_bytes, body_frame, encoded
+from .write_lock import Ends, WriteLock, body_bytes, body_frame, compressing
 from .writer_watch import WatchedWrites
 
 if TYPE_CHECKING:
@@ -73,14 +73,15 @@ class Writer(WatchedWrites, LastWrites):
         log: StreamLog | None,
         encoder: Compressor | None = None,
     ) -> None:
-        self._send = send
+        # Compressed, every frame is compressed on its way to the server's send (put's), so a stream that
+        # is not compressed pays no test per frame.
+        self._send = send if encoder is None else compressing(send, encoder)
         self._ends = ends
         self.life = life
         self.pipe = pipe
         self.telemetry = telemetry
         self.watcher = watcher
         self.log = log
-        self.encoder = encoder  # compresses every frame as it leaves (None: the wire is the app's)
         self.lock = WriteLock()
         now = time.monotonic()
         self.clocks = Clocks(now, now)  # last_write, last_app
@@ -237,8 +238,6 @@ class Writer(WatchedWrites, LastWrites):
         Without ``cut``: the app's own write on the per-token path, whose lock :meth:`body` took and this
         frees. It has no cut of its own (a scope per token costs more than the rest of the path): the
         lifecycle cancels the app to cut it (see :meth:`_given_up`)."""
-        if self.encoder is not None:
-            message = encoded(self.encoder, message)
         if self.timeout:
             self.sending_since = now
             if self._tell_stuck_at and until == _INF:
@@ -305,11 +304,6 @@ class Writer(WatchedWrites, LastWrites):
                 await self.put(message, now, -1, math.inf, cancel_scope())
         finally:
             self.lock.free()
-
-    def untouched(self, message: Message) -> Any:
-        """A message of the app's after its stream is over (after its own final body, or a disconnect it
-        heard): the server's business, as without us."""
-        return self._send(message)
 
     def _given_up(self, exc: BaseException) -> bool:
         """Whether ``exc`` is how a write in the app's own task was cut: the stream gave its client up

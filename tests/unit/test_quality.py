@@ -223,8 +223,11 @@ def test_the_phase_check_sees_a_write_from_outside() -> None:
 # -- one writer to the client -----------------------------------------------------------------------------
 
 # The one caller of the server's send once a response is a stream: the Writer's put, every write's one
-# frame-out point (and untouched, which hands back the server's own send after the stream is over).
-WRITER = {PACKAGE / "_asgi" / "writer.py": {"Writer.put", "Writer.untouched"}}
+# frame-out point (through compressing's send_encoded when the stream is compressed).
+WRITER = {
+    PACKAGE / "_asgi" / "writer.py": {"Writer.put"},
+    PACKAGE / "_asgi" / "write_lock.py": {"compressing.send_encoded"},
+}
 _SEND = {"send", "_send", "server_send", "_server_send"}  # how the shell names the server's send
 # Responses that never are a stream of the app's own: the server's send is theirs, as without us.
 NOT_A_STREAM = {
