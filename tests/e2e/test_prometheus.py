@@ -57,7 +57,7 @@ def run_streams(app_url: str, per_model: int) -> None:
 
     def one(model: str) -> None:
         ttft, gap = LATENCIES[model]
-        params = {"ttft": ttft, "gap": gap, "n": TOKENS, "model": model}
+        params: dict[str, str | float] = {"ttft": ttft, "gap": gap, "n": TOKENS, "model": model}
         httpx.get(f"{app_url}/timed", params=params, timeout=60).raise_for_status()
 
     with ThreadPoolExecutor(2 * len(LATENCIES)) as pool:

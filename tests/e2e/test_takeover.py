@@ -194,7 +194,11 @@ def log_last(url: str, event_id: str) -> int:
         newest = client.xrevrange(f"sse_middleware:{{{stream}}}", count=1)
     finally:
         client.close()
-    return int(newest[0][0].split(b"-")[0]) if newest else 0
+    if not newest:
+        return 0
+    entry_id = newest[0][0]  # "<position>-0": the log's entry ids are its positions
+    assert isinstance(entry_id, bytes), entry_id
+    return int(entry_id.split(b"-")[0])
 
 
 def first_part(delay: float, target: str, got: Got) -> None:
