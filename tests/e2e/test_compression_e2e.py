@@ -216,16 +216,16 @@ def test_use_chat_in_chromium_reads_the_same_message(gz_formats: Server, bare_fo
     fetch)."""
 
     def chat(server: Server) -> tuple[dict[str, Any], list[str | None]]:
-        with chromium() as browser:
-            page = ChatPage(browser, server.url)
-            page.open(id="chat-gz", api=CHAT)
-            page.send("hi")
-            state = page.wait()
+        page = ChatPage(browser, server.url)
+        page.open(id="chat-gz", api=CHAT)
+        page.send("hi")
+        state = page.wait()
         posts = [r for r in page.responses if r["method"] == "POST"]
         return state, [r["headers"].get(ENCODING) for r in posts]
 
-    mine, encodings = chat(gz_formats)
-    theirs, bare_encodings = chat(bare_formats)
+    with chromium() as browser:
+        mine, encodings = chat(gz_formats)
+        theirs, bare_encodings = chat(bare_formats)
     assert mine["status"] == theirs["status"] == "ready" and not mine["error"], mine
     assert [m["role"] for m in mine["messages"]] == ["user", "assistant"]
     assert mine["messages"][1]["parts"] == theirs["messages"][1]["parts"] and answer(mine)

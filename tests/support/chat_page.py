@@ -67,7 +67,8 @@ class ChatPage:
         self.page.wait_for_function("() => window.__chat !== undefined", timeout=30_000)
 
     def send(self, text: str) -> None:
-        self.page.evaluate("text => window.__send(text)", text)
+        """The hook's ``sendMessage``, not waited for (its promise ends with the answer)."""
+        self.page.evaluate("text => { window.__send(text); }", text)
 
     def state(self) -> dict[str, Any]:
         """The hook's state as of its last render: ``status``, ``messages``, ``error``; and ``statuses``,
