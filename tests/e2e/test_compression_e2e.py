@@ -1,9 +1,9 @@
 """Compressed streams (``compress="auto"``) through real parts: uvicorn serving the test apps with the
 middleware (``SSE_MIDDLEWARE_COMPRESS=auto``) and without it (the control, the bare app), read by the
 official OpenAI and Anthropic SDKs (httpx decodes gzip), curl ``--compressed``, the AI SDK's chat
-transport in Node (undici's fetch), ``EventSource`` in Chromium, and behind a real nginx with
-``gzip on``. Each client reads the same answer as from the bare app; the bytes were compressed; and
-a frame is readable the moment it is written, not when the next one is."""
+transport in Node (undici's fetch), ``EventSource`` and the AI SDK's ``useChat`` in Chromium, and behind
+a real nginx with ``gzip on``. Each client reads the same answer as from the bare app; the bytes were
+compressed; and a frame is readable the moment it is written, not when the next one is."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import pytest
 from sse_middleware._core.sse import Event, Parser
 
 from ..support.browser import chromium
+from ..support.chat_page import ChatPage, answer
 from ..support.clients import read_stream
 from ..support.harness import text_of_events
 from ..support.node import run_node
@@ -204,3 +205,28 @@ EVENTSOURCE = """() => new Promise((resolve, reject) => {
     };
     setTimeout(() => reject(new Error("no 3 events in 15 s: " + JSON.stringify(seen))), 15000);
 })"""
+
+
+@pytest.mark.slow
+def test_use_chat_in_chromium_reads_the_same_message(gz_formats: Server, bare_formats: Server) -> None:
+    """The AI SDK's React hook in a page (tests/support/chat_page.py) sends one message; the assistant
+    message's parts are the bare app's, and the hook's POST came gzip-compressed (bare: not at all).
+    Killed by the compressor's last frame left unflushed (no finish part: the hook's status is not
+    ``ready``, or the message short), or by a Content-Encoding that is not the body's (Chromium fails the
+    fetch)."""
+
+    def chat(server: Server) -> tuple[dict[str, Any], list[str | None]]:
+        page = ChatPage(browser, server.url)
+        page.open(id="chat-gz", api=CHAT)
+        page.send("hi")
+        state = page.wait()
+        posts = [r for r in page.responses if r["method"] == "POST"]
+        return state, [r["headers"].get(ENCODING) for r in posts]
+
+    with chromium() as browser:
+        mine, encodings = chat(gz_formats)
+        theirs, bare_encodings = chat(bare_formats)
+    assert mine["status"] == theirs["status"] == "ready" and not mine["error"], mine
+    assert [m["role"] for m in mine["messages"]] == ["user", "assistant"]
+    assert mine["messages"][1]["parts"] == theirs["messages"][1]["parts"] and answer(mine)
+    assert encodings == ["gzip"] and bare_encodings == [None]

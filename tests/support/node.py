@@ -16,14 +16,21 @@ from .servers import require
 NODE_DIR = Path(__file__).resolve().parents[1] / "e2e" / "node"
 
 
-def run_node(script: str, *args: str) -> dict[str, Any]:
-    """``node script args...`` in tests/e2e/node; the JSON object it prints. Without the ``ai`` package
-    installed: a skip, or under ``CI=true`` a failure (.ci/run installs it)."""
-    binary = require(shutil.which("node"), "node")
-    if not (NODE_DIR / "node_modules" / "ai").is_dir():
+def require_installed(package: str) -> Path:
+    """``package``'s directory in tests/e2e/node/node_modules. Not installed: a skip, or under ``CI=true``
+    a failure (.ci/run runs ``npm ci`` there)."""
+    path = NODE_DIR / "node_modules" / package
+    if not path.is_dir():
         if os.environ.get("CI") == "true":
-            pytest.fail("the ai package is not installed (.ci/run runs npm ci in tests/e2e/node)")
+            pytest.fail(f"the {package} package is not installed (.ci/run runs npm ci in tests/e2e/node)")
         pytest.skip("run `npm ci` in tests/e2e/node")
+    return path
+
+
+def run_node(script: str, *args: str) -> dict[str, Any]:
+    """``node script args...`` in tests/e2e/node; the JSON object it prints."""
+    binary = require(shutil.which("node"), "node")
+    require_installed("ai")
     done = subprocess.run(
         [binary, script, *args], cwd=NODE_DIR, capture_output=True, text=True, timeout=60, check=True
     )
