@@ -49,6 +49,19 @@ def stuck_client(server: Server, path: str) -> Iterator[socket.socket]:
         sock.close()
 
 
+def stopped_sending(server: Server, ident: str) -> dict[str, Any]:
+    """The app's state once its writes stopped (the same count a second apart): the socket buffers full.
+    How long they take to fill depends on the machine's load, so no fixed wait."""
+    deadline = time.monotonic() + 30
+    last = state(server, ident)
+    while True:
+        time.sleep(1)
+        now = state(server, ident)
+        if (now and last and now["sent"] == last["sent"]) or time.monotonic() > deadline:
+            return now
+        last = now
+
+
 def wait_ended(server: Server, ident: str, seconds: float) -> tuple[dict[str, Any], float]:
     """Poll the app's state until it ended or ``seconds`` passed; (state, seconds it took)."""
     began = time.monotonic()
@@ -79,8 +92,7 @@ def test_a_client_that_never_reads_lets_the_app_go(kind: str) -> None:
 @pytest.mark.parametrize("kind", SERVERS)
 def test_control_without_the_middleware_the_app_is_held(kind: str) -> None:
     with serve(kind, APP) as server, stuck_client(server, "/flood?id=held"):
-        time.sleep(2)
-        early = state(server, "held")
+        early = stopped_sending(server, "held")
         ended, _ = wait_ended(server, "held", 4)
     assert ended["ended"] is None and ended["sent"] == early["sent"]  # held in its send, not producing
 
