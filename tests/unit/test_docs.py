@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 QUICKSTART = (
     'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[demo]" && python examples/lab.py',
-    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest -n 2 --dist loadfile',
+    'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]"'
+    " && python -m pytest -n 2 --dist loadfile",
     'python -m pytest tests/unit -m "not slow" -n 2',
 )
 
