@@ -56,6 +56,8 @@ CASES: dict[str, tuple[str, int, str]] = {
     "stream_ours": ("streams", 100, "the middleware, telemetry off"),
     "stream_ours_sdk": ("streams", 100, "the middleware, the OpenTelemetry SDK (bench.apps providers)"),
     "stream_otel_asgi": ("streams", 100, "the contrib OpenTelemetryMiddleware, the same SDK"),
+    "token_recover": ("events", 1000, "token_ours with recover='continue' (nothing fails)"),
+    "stream_recover": ("streams", 100, "stream_ours with recover='continue' (nothing fails)"),
 }
 # ASGI 2.4 (a send to a gone client raises): Starlette then streams without its disconnect-listening
 # task group, so raw's own count is small. uvicorn declares 2.3: BENCH_ASGI_SPEC=2.3 counts that path.
@@ -94,11 +96,15 @@ def build(case: str) -> Any:
 
         tracer_provider, meter_provider = apps.sdk_providers()
         return OpenTelemetryMiddleware(inner, tracer_provider=tracer_provider, meter_provider=meter_provider)
-    if case == "stream_ours":
-        return StreamingMiddleware(inner, StreamingSettings(telemetry=False))
+    recover = "continue" if case.endswith("_recover") else "off"
+    if case in ("stream_ours", "stream_recover"):
+        return StreamingMiddleware(inner, StreamingSettings(telemetry=False, recover=recover))
     tracer_provider, meter_provider = apps.sdk_providers()
     return StreamingMiddleware(
-        inner, StreamingSettings(), tracer_provider=tracer_provider, meter_provider=meter_provider
+        inner,
+        StreamingSettings(recover=recover),
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
     )
 
 
