@@ -187,6 +187,37 @@ def test_anthropic_client_reads_one_whole_answer(on: Server, fault: str, path: s
     assert_whole_anthropic(got)
 
 
+def responses_answer(server: Server, headers: dict[str, str]) -> dict[str, Any]:
+    """What the openai SDK's Responses stream helper reads (through the raw relay): the deltas' text,
+    each ``output_text.done``'s, and the final response (None: the stream ended without it)."""
+    client = openai.OpenAI(base_url=server.url + "/raw/v1", api_key="test", max_retries=0)
+    got: dict[str, Any] = {"text": "", "done": [], "final": None, "error": None}
+    try:
+        with client.responses.stream(model="fake-gpt", input="Why stream?", extra_headers=headers) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    got["text"] += event.delta
+                elif event.type == "response.output_text.done":
+                    got["done"].append(event.text)
+            got["final"] = stream.get_final_response()
+    except Exception as exc:  # the SDK's own errors, or its HTTP client's
+        got["error"] = exc
+    return got
+
+
+@pytest.mark.parametrize("fault", ["cut@6", "overload@6"])
+def test_openai_responses_client_reads_one_whole_answer(on: Server, off: Server, fault: str) -> None:
+    """A Responses stream cut after its text went out: one message, its text whole in the deltas, the
+    done event and the final response; the control (recovery off) ends without a final response."""
+    got = responses_answer(on, faults(fault))
+    assert got["error"] is None, got["error"]
+    assert got["text"] == ANSWER and got["done"] == [ANSWER]
+    assert got["final"].id == "resp-1" and got["final"].output_text == ANSWER
+    assert len(got["final"].output) == 1
+    control = responses_answer(off, faults(fault))
+    assert control["final"] is None and control["text"] == "".join(PARTS[:6])
+
+
 def test_the_relayed_error_event_is_an_upstream_error(on: Server) -> None:
     headers = faults("overload@6")
     assert_whole_anthropic(anthropic_answer(on, headers, "/raw"))

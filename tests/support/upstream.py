@@ -1,5 +1,6 @@
 """A fake LLM provider on 127.0.0.1 that fails on request: OpenAI chat completions and Anthropic messages
-over SSE (the streams of :mod:`.upstream_streams`), each able to continue a prefilled assistant turn.
+over SSE (the streams of :mod:`.upstream_streams`), each able to continue a prefilled assistant turn, and
+OpenAI Responses (a path ending in ``/responses``; :mod:`.responses_streams`), without a prefill.
 
 Served with uvicorn (``tests.support.upstream:app``), it plays two providers: a path under
 ``/fallback/`` is the fallback's, any other the primary's, so that a relay's re-run can go elsewhere. A
@@ -42,6 +43,7 @@ import math
 import time
 from typing import Any
 
+from .responses_streams import MIDDLE, responses_error, responses_events
 from .upstream_streams import (
     ANSWER,
     anthropic_error,
@@ -195,7 +197,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         retry = [] if wait is None else [(b"retry-after", str(wait).encode())]
         await _json(send, status, error_body(anthropic, kind, message), *retry)
         return
-    await _stream(send, receive, request, headers, anthropic, fault, len(_SEEN[key]))
+    responses = path.endswith("/responses")
+    await _stream(send, receive, request, headers, anthropic, fault, len(_SEEN[key]), responses=responses)
 
 
 async def _stream(
@@ -206,11 +209,16 @@ async def _stream(
     anthropic: bool,
     fault: Fault | None,
     attempt: int,
+    *,
+    responses: bool = False,
 ) -> None:
     text = _continuation(headers.get("x-answer", ANSWER), _prefilled(request, anthropic))
     parts = tokens(text)
     ident = f"{headers.get('x-id', 'msg' if anthropic else 'chatcmpl')}-{attempt}"
-    if anthropic:
+    if responses:
+        events = responses_events(parts, f"resp-{attempt}", usage=(25, len(parts)))
+        first_text, error = MIDDLE, responses_error()
+    elif anthropic:
         events = anthropic_events(parts, ident, usage=(30 + attempt, len(parts)))
         first_text = 3  # message_start, content_block_start, ping
         error = anthropic_error()

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sse_middleware._core.recovery import Failure, GiveUp, Recoverer, Retry, Whole, prefill
 from sse_middleware._core.sse import parse
 
+from ..support.responses_streams import MIDDLE, responses_error, responses_events, responses_read
 from ..support.tier import examples
 from ..support.upstream import (
     ANSWER,
@@ -344,7 +345,7 @@ def _chunker(data: st.DataObject) -> Chunker:
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(data=st.data(), fmt=st.sampled_from(["openai", "anthropic"]), restart=st.booleans())
+@given(data=st.data(), fmt=st.sampled_from(["openai", "anthropic", "responses"]), restart=st.booleans())
 def test_the_client_has_the_first_attempts_prefix_plus_the_continuation_once(
     data: st.DataObject, fmt: str, restart: bool
 ) -> None:
@@ -357,14 +358,17 @@ def test_the_client_has_the_first_attempts_prefix_plus_the_continuation_once(
     if fmt == "openai":
         first = chat_events(words, "chatcmpl-A")[: 1 + cut] + ([chat_error()] if overload else [])
         rerun = chat_events(rest, "chatcmpl-B")
-    else:
+    elif fmt == "anthropic":
         first = anthropic_events(words, "msg_A")[: 3 + cut] + ([anthropic_error()] if overload else [])
         rerun = anthropic_events(rest, "msg_B")
+    else:
+        first = responses_events(words, "resp_A")[: MIDDLE + cut] + ([responses_error()] if overload else [])
+        rerun = responses_events(rest, "resp_B")
     had, rest_text = "".join(words[:cut]), "".join(words[cut:])
     if restart and cut and not rest_text and not overload:
         return  # a stream cut after its last token but before its end: covered by the truncation test
     body, decision = run(continue_(), first, [rerun], raised=not overload, chunks=_chunker(data))
-    got = chat_read(body) if fmt == "openai" else anthropic_read(body)
+    got = {"openai": chat_read, "anthropic": anthropic_read, "responses": responses_read}[fmt](body)
     allowed = _outcomes(had, rest_text, restart)
     assert got["text"] in allowed, (words, cut, allowed)
     if got["text"] != had or not allowed - {had}:
@@ -374,6 +378,8 @@ def test_the_client_has_the_first_attempts_prefix_plus_the_continuation_once(
         if fmt == "anthropic" and spliced:  # one text block, the client's index, started once, stopped
             assert got["indices"] == [0] and not got["open"], (words, cut)
             assert got["ended"] and got["stop"] == "end_turn"
+        if fmt == "responses" and spliced:  # every event that repeats the text repeats the deltas'
+            assert got["repeats"] == [got["text"]] * 4 and got["final"]["status"] == "completed"
 
 
 def _outcomes(had: str, rest: str, restart: bool) -> set[str]:
@@ -442,7 +448,7 @@ def test_prefill_continuation_splices_through_the_left_out_space() -> None:
     assert anthropic_read(b"".join(out))["text"] == ANSWER
 
 
-# -- the AI SDK's UI message stream, and Responses (retry only) ------------------------------------------
+# -- the AI SDK's UI message stream, and Responses before its text ---------------------------------------
 def ui_events(parts: list[str], message: str, part: str = "txt-0") -> list[bytes]:
     out = [sse({"type": "start", "messageId": message}), sse({"type": "start-step"})]
     out.append(sse({"type": "text-start", "id": part}))
@@ -478,37 +484,7 @@ def test_ui_message_stream_error_part_then_spliced(rerun: str) -> None:
     assert "error" not in got["kinds"] and got["kinds"][-1] == "finish"
 
 
-def responses_events(parts: list[str], ident: str) -> list[bytes]:
-    response = {"id": ident, "object": "response", "status": "in_progress", "output": []}
-    item = {"id": f"item-{ident}", "type": "message", "role": "assistant", "content": []}
-    out = [
-        sse({"type": "response.created", "sequence_number": 0, "response": response}, "response.created"),
-        sse(
-            {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item},
-            "response.output_item.added",
-        ),
-    ]
-    for i, p in enumerate(parts):
-        delta = {
-            "type": "response.output_text.delta",
-            "sequence_number": 2 + i,
-            "item_id": item["id"],
-            "output_index": 0,
-            "content_index": 0,
-            "delta": p,
-        }
-        out.append(sse(delta, "response.output_text.delta"))
-    done = {**response, "status": "completed"}
-    out.append(
-        sse(
-            {"type": "response.completed", "sequence_number": 2 + len(parts), "response": done},
-            "response.completed",
-        )
-    )
-    return out
-
-
-def test_responses_is_retried_before_text_and_not_continued_after() -> None:
+def test_responses_is_retried_before_its_text() -> None:
     failed = sse({"type": "error", "code": "server_error", "message": "boom", "sequence_number": 1}, "error")
     body, decision = run(
         continue_(), [responses_events(PARTS, "resp_A")[0], failed], [responses_events(PARTS, "resp_B")]
@@ -519,10 +495,6 @@ def test_responses_is_retried_before_text_and_not_continued_after() -> None:
     assert [o["sequence_number"] for o in objs] == list(range(len(objs)))
     assert {o["response"]["id"] for o in objs if "response" in o} == {"resp_A"}
     assert "".join(o.get("delta", "") for o in objs) == ANSWER
-    first = [*responses_events(PARTS, "resp_A")[:5], failed]
-    body, decision = run(continue_(), first, [])
-    assert isinstance(decision, GiveUp) and "Responses" in decision.why
-    assert parse(body)[-1].event == "error"  # the upstream's own error, as without recovery
 
 
 def test_a_continuation_does_not_repeat_the_trailing_whitespace_a_prefill_left_out() -> None:
