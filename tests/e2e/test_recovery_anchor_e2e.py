@@ -16,12 +16,12 @@ import httpx
 import openai
 import pytest
 
+from ..support.sdk_reads import MESSAGES, chat_answer
 from ..support.servers import Server, uvicorn
 from ..support.upstream_anchor import SAMPLES, pieces
 
 pytestmark = pytest.mark.timeout(120)
 RELAY = "tests.support.upstream_anchor:relay"
-MESSAGES = [{"role": "user", "content": "Why stream?"}]
 
 
 @pytest.fixture(scope="module")
@@ -53,24 +53,7 @@ def prefilling(upstream: Server) -> Iterator[Server]:
 
 def ask(server: Server, model: str = "gpt-4o", **meta: str) -> dict[str, Any]:
     """What the openai SDK reads from the relay: text, ids, finish reasons, the exception it raised."""
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-    got: dict[str, Any] = {"text": "", "ids": set(), "finish": [], "error": None}
-    try:
-        stream = client.chat.completions.create(
-            model=model,
-            messages=MESSAGES,  # type: ignore[arg-type]
-            stream=True,
-            metadata=meta,
-        )
-        for chunk in stream:
-            got["ids"].add(chunk.id)
-            for choice in chunk.choices:
-                got["text"] += choice.delta.content or ""
-                if choice.finish_reason:
-                    got["finish"].append(choice.finish_reason)
-    except Exception as exc:
-        got["error"] = exc
-    return got
+    return chat_answer(server.url + "/v1", model, metadata=meta)
 
 
 def seen(upstream: Server, key: str) -> list[Any]:

@@ -15,12 +15,12 @@ import httpx
 import openai
 import pytest
 
+from ..support.sdk_reads import MESSAGES, chat_answer
 from ..support.servers import Server, uvicorn
 from ..support.upstream import ANSWER, tokens
 
 pytestmark = pytest.mark.timeout(120)
 APP = "tests.support.apps_recovery:app"
-MESSAGES = [{"role": "user", "content": "Why stream?"}]
 PARTS = tokens(ANSWER)
 
 
@@ -49,25 +49,9 @@ def faults(fault: str, times: int = 1) -> dict[str, str]:
 
 def openai_answer(server: Server, headers: dict[str, str], path: str = "", **query: Any) -> dict[str, Any]:
     """What the openai SDK's client reads: text, ids, finish reasons, and the exception it raised."""
-    client = openai.OpenAI(base_url=server.url + path + "/v1", api_key="test", max_retries=0)
-    got: dict[str, Any] = {"text": "", "ids": set(), "finish": [], "error": None}
-    try:
-        stream = client.chat.completions.create(
-            model="fake-gpt",
-            messages=MESSAGES,  # type: ignore[arg-type]
-            stream=True,
-            extra_headers=headers,
-            extra_query=query or None,
-        )
-        for chunk in stream:
-            got["ids"].add(chunk.id)
-            for choice in chunk.choices:
-                got["text"] += choice.delta.content or ""
-                if choice.finish_reason:
-                    got["finish"].append(choice.finish_reason)
-    except Exception as exc:
-        got["error"] = exc
-    return got
+    return chat_answer(
+        server.url + path + "/v1", "fake-gpt", extra_headers=headers, extra_query=query or None
+    )
 
 
 def anthropic_answer(server: Server, headers: dict[str, str], path: str = "", **query: Any) -> dict[str, Any]:
